@@ -1,0 +1,103 @@
+"""Type stub of the compiled module ``grelmicro_core._core``."""
+
+from collections.abc import Sequence
+from typing import Any, final
+
+__version__: str
+SOURCE_HASH: str
+
+class CoreError(Exception):
+    """Every refusal of the core; ``args`` is ``(kind, message)``."""
+
+@final
+class Key:
+    """A verification key bound to one algorithm."""
+
+    @staticmethod
+    def secret(secret: str | bytes, algorithm: str, kid: str | None = None) -> Key:
+        """An HMAC secret (HS256/384/512), at least as long as the hash output."""
+    @staticmethod
+    def pem(data: str | bytes, algorithm: str, kid: str | None = None) -> Key:
+        """A public key in PEM (SPKI, PKCS#1 RSA or X.509 certificate)."""
+    @staticmethod
+    def jwk(
+        document: str | bytes,
+        algorithm: str | None = None,
+        *,
+        allow_symmetric: bool = False,
+    ) -> Key:
+        """One JWK given as JSON text."""
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def kid(self) -> str | None: ...
+    @property
+    def kty(self) -> str: ...
+    @property
+    def fingerprint(self) -> str:
+        """Hex SHA-256 over the algorithm and key bytes (safe to log)."""
+
+@final
+class KeySet:
+    """An immutable set of keys with the selection rule by ``kid`` and ``alg``."""
+
+    def __init__(self, keys: Sequence[Key]) -> None: ...
+    @staticmethod
+    def from_jwks(
+        document: str | bytes,
+        *,
+        allow_symmetric: bool = False,
+        max_keys: int = 100,
+    ) -> KeySet:
+        """A JWKS document (JSON text); unusable keys are skipped."""
+    @property
+    def skipped(self) -> list[tuple[str | None, str]]:
+        """``(kid, reason)`` for every key of a JWKS that was left out."""
+    @property
+    def keys(self) -> list[Key]: ...
+    def __len__(self) -> int: ...
+
+@final
+class Policy:
+    """A validated verification policy."""
+
+    def __init__(
+        self,
+        *,
+        audience: Sequence[str] = ...,
+        issuer: Sequence[str] = ...,
+        algorithms: Sequence[str] | None = None,
+        leeway: float = 0.0,
+        required: Sequence[str] = ...,
+        typ: str | None = None,
+        max_age: float | None = None,
+        max_token_size: int = 8192,
+        max_depth: int = 64,
+    ) -> None: ...
+    @property
+    def max_token_size(self) -> int: ...
+    @property
+    def leeway(self) -> float: ...
+
+@final
+class Verifier:
+    """Keys plus policy; ``verify(token, now)`` does the whole check in one call."""
+
+    def __init__(self, keys: KeySet, policy: Policy) -> None: ...
+    def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
+        """Verifies ``token`` at ``now`` and returns the payload."""
+    @property
+    def algorithms(self) -> list[str]:
+        """Algorithms this verifier accepts."""
+
+def sha256_digest(data: str | bytes) -> bytes:
+    """The raw 32-byte SHA-256 digest of ``data``."""
+
+def unverified_header(token: str | bytes, *, max_token_size: int = 8192) -> dict[str, Any]:
+    """The decoded header of a token, WITHOUT any verification."""
+
+def error_kinds() -> list[str]:
+    """Every error kind the core can raise."""
+
+def algorithms() -> list[str]:
+    """Every algorithm name the core knows."""

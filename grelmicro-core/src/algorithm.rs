@@ -1,0 +1,245 @@
+//! The closed set of JWS algorithms this verifier knows.
+//!
+//! There is no `none` variant: an unsecured token cannot even be named.
+//! Names are matched case-sensitively, as RFC 7515 §4.1.1 requires.
+
+use aws_lc_rs::signature::{self, VerificationAlgorithm};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A JWS signature algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    HS256,
+    HS384,
+    HS512,
+    RS256,
+    RS384,
+    RS512,
+    PS256,
+    PS384,
+    PS512,
+    ES256,
+    ES384,
+    ES512,
+    ES256K,
+    /// `EdDSA` restricted to Ed25519 keys (RFC 8037).
+    EdDSA,
+    /// The fully-specified name of Ed25519 (RFC 9864).
+    Ed25519,
+}
+
+/// The kind of key an algorithm needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Hmac,
+    RsaPkcs1,
+    RsaPss,
+    Ecdsa,
+    Ed25519,
+}
+
+impl Algorithm {
+    /// Every algorithm, in a stable order.
+    pub const ALL: [Algorithm; 15] = [
+        Algorithm::HS256,
+        Algorithm::HS384,
+        Algorithm::HS512,
+        Algorithm::RS256,
+        Algorithm::RS384,
+        Algorithm::RS512,
+        Algorithm::PS256,
+        Algorithm::PS384,
+        Algorithm::PS512,
+        Algorithm::ES256,
+        Algorithm::ES384,
+        Algorithm::ES512,
+        Algorithm::ES256K,
+        Algorithm::EdDSA,
+        Algorithm::Ed25519,
+    ];
+
+    /// Parses a header or configuration name (exact, case-sensitive).
+    pub fn from_name(name: &[u8]) -> Option<Algorithm> {
+        Some(match name {
+            b"HS256" => Algorithm::HS256,
+            b"HS384" => Algorithm::HS384,
+            b"HS512" => Algorithm::HS512,
+            b"RS256" => Algorithm::RS256,
+            b"RS384" => Algorithm::RS384,
+            b"RS512" => Algorithm::RS512,
+            b"PS256" => Algorithm::PS256,
+            b"PS384" => Algorithm::PS384,
+            b"PS512" => Algorithm::PS512,
+            b"ES256" => Algorithm::ES256,
+            b"ES384" => Algorithm::ES384,
+            b"ES512" => Algorithm::ES512,
+            b"ES256K" => Algorithm::ES256K,
+            b"EdDSA" => Algorithm::EdDSA,
+            b"Ed25519" => Algorithm::Ed25519,
+            _ => return None,
+        })
+    }
+
+    /// Parses a configured name, refusing unknown ones with a clear error.
+    pub fn parse_config(name: &str) -> Result<Algorithm> {
+        Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
+            let shown: String = name.chars().take(24).collect();
+            Error::with(
+                ErrorKind::InvalidConfig,
+                format!("unknown or unsupported algorithm {shown:?}"),
+            )
+        })
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::HS256 => "HS256",
+            Algorithm::HS384 => "HS384",
+            Algorithm::HS512 => "HS512",
+            Algorithm::RS256 => "RS256",
+            Algorithm::RS384 => "RS384",
+            Algorithm::RS512 => "RS512",
+            Algorithm::PS256 => "PS256",
+            Algorithm::PS384 => "PS384",
+            Algorithm::PS512 => "PS512",
+            Algorithm::ES256 => "ES256",
+            Algorithm::ES384 => "ES384",
+            Algorithm::ES512 => "ES512",
+            Algorithm::ES256K => "ES256K",
+            Algorithm::EdDSA => "EdDSA",
+            Algorithm::Ed25519 => "Ed25519",
+        }
+    }
+
+    pub const fn family(self) -> Family {
+        match self {
+            Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => Family::Hmac,
+            Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512 => Family::RsaPkcs1,
+            Algorithm::PS256 | Algorithm::PS384 | Algorithm::PS512 => Family::RsaPss,
+            Algorithm::ES256 | Algorithm::ES384 | Algorithm::ES512 | Algorithm::ES256K => {
+                Family::Ecdsa
+            }
+            Algorithm::EdDSA | Algorithm::Ed25519 => Family::Ed25519,
+        }
+    }
+
+    /// Whether a key bound to `self` verifies tokens whose header says `alg`.
+    ///
+    /// Only the two names of Ed25519 are interchangeable; every other
+    /// algorithm matches itself alone.
+    pub fn accepts(self, alg: Algorithm) -> bool {
+        self == alg || (self.family() == Family::Ed25519 && alg.family() == Family::Ed25519)
+    }
+
+    /// Minimum HMAC secret length in bytes (the hash output, RFC 7518 §3.2).
+    pub const fn hmac_min_secret(self) -> usize {
+        match self {
+            Algorithm::HS384 => 48,
+            Algorithm::HS512 => 64,
+            _ => 32,
+        }
+    }
+
+    pub(crate) fn hmac_algorithm(self) -> Option<aws_lc_rs::hmac::Algorithm> {
+        match self {
+            Algorithm::HS256 => Some(aws_lc_rs::hmac::HMAC_SHA256),
+            Algorithm::HS384 => Some(aws_lc_rs::hmac::HMAC_SHA384),
+            Algorithm::HS512 => Some(aws_lc_rs::hmac::HMAC_SHA512),
+            _ => None,
+        }
+    }
+
+    /// The aws-lc-rs verification algorithm (ECDSA in fixed-width r‖s form).
+    pub(crate) fn verification(self) -> Option<&'static dyn VerificationAlgorithm> {
+        Some(match self {
+            Algorithm::RS256 => &signature::RSA_PKCS1_2048_8192_SHA256,
+            Algorithm::RS384 => &signature::RSA_PKCS1_2048_8192_SHA384,
+            Algorithm::RS512 => &signature::RSA_PKCS1_2048_8192_SHA512,
+            Algorithm::PS256 => &signature::RSA_PSS_2048_8192_SHA256,
+            Algorithm::PS384 => &signature::RSA_PSS_2048_8192_SHA384,
+            Algorithm::PS512 => &signature::RSA_PSS_2048_8192_SHA512,
+            Algorithm::ES256 => &signature::ECDSA_P256_SHA256_FIXED,
+            Algorithm::ES384 => &signature::ECDSA_P384_SHA384_FIXED,
+            Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
+            Algorithm::ES256K => &signature::ECDSA_P256K1_SHA256_FIXED,
+            Algorithm::EdDSA | Algorithm::Ed25519 => &signature::ED25519,
+            Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => return None,
+        })
+    }
+
+    /// The exact signature length for ECDSA (r‖s) and Ed25519; `None` otherwise.
+    pub const fn fixed_signature_len(self) -> Option<usize> {
+        match self {
+            Algorithm::ES256 | Algorithm::ES256K => Some(64),
+            Algorithm::ES384 => Some(96),
+            Algorithm::ES512 => Some(132),
+            Algorithm::EdDSA | Algorithm::Ed25519 => Some(64),
+            _ => None,
+        }
+    }
+
+    /// The JWK `crv` an EC or OKP key must carry for this algorithm.
+    pub const fn curve(self) -> Option<&'static str> {
+        match self {
+            Algorithm::ES256 => Some("P-256"),
+            Algorithm::ES384 => Some("P-384"),
+            Algorithm::ES512 => Some("P-521"),
+            Algorithm::ES256K => Some("secp256k1"),
+            Algorithm::EdDSA | Algorithm::Ed25519 => Some("Ed25519"),
+            _ => None,
+        }
+    }
+
+    /// The ECDSA algorithm that goes with a JWK curve name.
+    pub fn for_curve(crv: &str) -> Option<Algorithm> {
+        Some(match crv {
+            "P-256" => Algorithm::ES256,
+            "P-384" => Algorithm::ES384,
+            "P-521" => Algorithm::ES512,
+            "secp256k1" => Algorithm::ES256K,
+            "Ed25519" => Algorithm::EdDSA,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_case_sensitive() {
+        for alg in Algorithm::ALL {
+            assert_eq!(Algorithm::from_name(alg.name().as_bytes()), Some(alg));
+            let lower = alg.name().to_ascii_lowercase();
+            if lower != alg.name() {
+                assert_eq!(Algorithm::from_name(lower.as_bytes()), None);
+            }
+        }
+    }
+
+    #[test]
+    fn none_is_not_an_algorithm() {
+        for name in ["none", "None", "NONE", "nOnE", ""] {
+            assert_eq!(Algorithm::from_name(name.as_bytes()), None);
+        }
+        assert!(Algorithm::parse_config("none").is_err());
+    }
+
+    #[test]
+    fn only_ed25519_names_are_interchangeable() {
+        assert!(Algorithm::EdDSA.accepts(Algorithm::Ed25519));
+        assert!(Algorithm::Ed25519.accepts(Algorithm::EdDSA));
+        assert!(!Algorithm::RS256.accepts(Algorithm::PS256));
+        assert!(!Algorithm::ES256.accepts(Algorithm::ES256K));
+        assert!(!Algorithm::HS256.accepts(Algorithm::HS512));
+    }
+
+    #[test]
+    fn hmac_minimum_is_hash_output() {
+        assert_eq!(Algorithm::HS256.hmac_min_secret(), 32);
+        assert_eq!(Algorithm::HS384.hmac_min_secret(), 48);
+        assert_eq!(Algorithm::HS512.hmac_min_secret(), 64);
+    }
+}

@@ -1,0 +1,193 @@
+//! The one error type of the core.
+//!
+//! Every failure carries an [`ErrorKind`] with a stable kebab-case name; the
+//! Python layer maps each name to exactly one exception class. Messages never
+//! quote token bytes, signatures or key material: signature failures say
+//! nothing beyond their kind, claim failures may carry the times involved.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// Why a token, a key or a policy was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    // --- token rejections (the HTTP answer is 401) ---
+    /// Not a compact JWS: segments, base64url, JSON or header shape.
+    Malformed,
+    /// Over the configured size or nesting depth.
+    TooLarge,
+    /// A JWS feature this verifier refuses (JWE, `crit`, `b64: false`).
+    Unsupported,
+    /// `alg` missing, unknown, not allowed, or not the chosen key's.
+    Algorithm,
+    /// No configured key (or more than one) could verify the token.
+    UnknownKey,
+    /// The signature does not verify.
+    Signature,
+    /// `exp` has passed.
+    Expired,
+    /// `nbf` is still ahead.
+    NotYetValid,
+    /// `iat` is in the future.
+    IssuedInFuture,
+    /// Older than the configured maximum age (from `iat`).
+    TooOld,
+    /// `aud` does not match (or is present with no audience configured).
+    Audience,
+    /// `iss` does not match.
+    Issuer,
+    /// A required claim is absent.
+    MissingClaim,
+    /// A registered claim has the wrong JSON type.
+    InvalidClaim,
+    /// The `typ` header does not match the policy.
+    Type,
+    // --- build-time refusals (configuration errors) ---
+    /// A key could not be parsed or is the wrong kind for its algorithm.
+    InvalidKey,
+    /// A key is too weak to be trusted (short secret, small RSA modulus).
+    WeakKey,
+    /// A policy or key-set setting is invalid.
+    InvalidConfig,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order (used to prove the Python mapping is complete).
+    pub const ALL: [ErrorKind; 18] = [
+        ErrorKind::Malformed,
+        ErrorKind::TooLarge,
+        ErrorKind::Unsupported,
+        ErrorKind::Algorithm,
+        ErrorKind::UnknownKey,
+        ErrorKind::Signature,
+        ErrorKind::Expired,
+        ErrorKind::NotYetValid,
+        ErrorKind::IssuedInFuture,
+        ErrorKind::TooOld,
+        ErrorKind::Audience,
+        ErrorKind::Issuer,
+        ErrorKind::MissingClaim,
+        ErrorKind::InvalidClaim,
+        ErrorKind::Type,
+        ErrorKind::InvalidKey,
+        ErrorKind::WeakKey,
+        ErrorKind::InvalidConfig,
+    ];
+
+    /// The stable kebab-case name of this kind.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Malformed => "malformed",
+            ErrorKind::TooLarge => "too-large",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Algorithm => "algorithm",
+            ErrorKind::UnknownKey => "unknown-key",
+            ErrorKind::Signature => "signature",
+            ErrorKind::Expired => "expired",
+            ErrorKind::NotYetValid => "not-yet-valid",
+            ErrorKind::IssuedInFuture => "issued-in-future",
+            ErrorKind::TooOld => "too-old",
+            ErrorKind::Audience => "audience",
+            ErrorKind::Issuer => "issuer",
+            ErrorKind::MissingClaim => "missing-claim",
+            ErrorKind::InvalidClaim => "invalid-claim",
+            ErrorKind::Type => "type",
+            ErrorKind::InvalidKey => "invalid-key",
+            ErrorKind::WeakKey => "weak-key",
+            ErrorKind::InvalidConfig => "invalid-config",
+        }
+    }
+
+    /// True for refusals of a token (as opposed to build-time refusals).
+    pub const fn is_rejection(self) -> bool {
+        !matches!(
+            self,
+            ErrorKind::InvalidKey | ErrorKind::WeakKey | ErrorKind::InvalidConfig
+        )
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal: its kind plus a message written for people.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: Cow<'static, str>,
+}
+
+impl Error {
+    /// An error with a fixed message.
+    pub const fn new(kind: ErrorKind, message: &'static str) -> Self {
+        Error {
+            kind,
+            message: Cow::Borrowed(message),
+        }
+    }
+
+    /// An error with a built message (only for context that is safe to show).
+    pub fn with(kind: ErrorKind, message: String) -> Self {
+        Error {
+            kind,
+            message: Cow::Owned(message),
+        }
+    }
+
+    pub const fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result alias used throughout the core.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Short constructors keep call sites readable.
+pub(crate) fn malformed(message: &'static str) -> Error {
+    Error::new(ErrorKind::Malformed, message)
+}
+
+pub(crate) fn invalid_key(message: &'static str) -> Error {
+    Error::new(ErrorKind::InvalidKey, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_unique_kebab_case() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in ErrorKind::ALL {
+            let name = kind.as_str();
+            assert!(seen.insert(name), "duplicate kind {name}");
+            assert!(name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'-'));
+        }
+        assert_eq!(seen.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn display_names_the_kind() {
+        let err = Error::new(ErrorKind::Expired, "token expired");
+        assert_eq!(err.to_string(), "expired: token expired");
+        assert!(err.kind().is_rejection());
+        assert!(!ErrorKind::WeakKey.is_rejection());
+    }
+}

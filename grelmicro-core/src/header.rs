@@ -1,0 +1,176 @@
+//! The JOSE header of a compact JWS.
+//!
+//! Only `alg`, `kid`, `typ`, `crit` and `b64` carry meaning here. `jku`,
+//! `x5u`, `jwk` and `x5c` are never used to pick a key: they are read past
+//! like any other member, so a token cannot choose the key that checks it.
+
+use jiter::{Jiter, Peek};
+
+use crate::algorithm::Algorithm;
+use crate::error::{malformed, Error, ErrorKind, Result};
+use crate::json::{duplicate_member, parse_error};
+
+/// What the verifier needs from a header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub alg: Algorithm,
+    pub kid: Option<String>,
+    pub typ: Option<String>,
+}
+
+const KNOWN: [&str; 5] = ["alg", "kid", "typ", "crit", "b64"];
+
+/// Parses a decoded header (JSON bytes).
+pub fn parse(data: &[u8]) -> Result<Header> {
+    let mut jiter = Jiter::new(data);
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    if peek != Peek::Object {
+        return Err(malformed("header is not a JSON object"));
+    }
+    let mut alg: Option<Algorithm> = None;
+    let mut kid = None;
+    let mut typ = None;
+    let mut seen = [false; KNOWN.len()];
+    let mut others: Vec<String> = Vec::new();
+
+    let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
+    while let Some(text) = name {
+        match KNOWN.iter().position(|k| *k == text) {
+            Some(index) => {
+                if seen[index] {
+                    return Err(duplicate_member());
+                }
+                seen[index] = true;
+                match index {
+                    0 => {
+                        alg = Some(read_alg(&mut jiter)?);
+                    }
+                    1 => kid = Some(read_string(&mut jiter, "kid")?),
+                    2 => typ = Some(read_string(&mut jiter, "typ")?),
+                    3 => read_crit(&mut jiter)?,
+                    _ => read_b64(&mut jiter)?,
+                }
+            }
+            None => {
+                if others.iter().any(|o| o == text) {
+                    return Err(duplicate_member());
+                }
+                others.push(text.to_owned());
+                // Nested values are skipped but still validated as JSON;
+                // depth is bounded by the token size cap.
+                let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+                jiter.known_skip(peek).map_err(|e| parse_error(&e))?;
+            }
+        }
+        name = jiter.next_key().map_err(|e| parse_error(&e))?;
+    }
+    jiter.finish().map_err(|e| parse_error(&e))?;
+    let alg = alg.ok_or(Error::new(ErrorKind::Algorithm, "header has no alg"))?;
+    Ok(Header { alg, kid, typ })
+}
+
+fn read_string(jiter: &mut Jiter<'_>, what: &'static str) -> Result<String> {
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    if peek != Peek::String {
+        return Err(Error::with(
+            ErrorKind::Malformed,
+            format!("header {what} is not a string"),
+        ));
+    }
+    Ok(jiter.known_str().map_err(|e| parse_error(&e))?.to_owned())
+}
+
+fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    if peek != Peek::String {
+        return Err(Error::new(ErrorKind::Algorithm, "header alg is not a string"));
+    }
+    let name = jiter.known_str().map_err(|e| parse_error(&e))?;
+    Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
+        if name.eq_ignore_ascii_case("none") {
+            Error::new(ErrorKind::Algorithm, "unsecured tokens (alg none) are refused")
+        } else {
+            Error::new(ErrorKind::Algorithm, "header alg is not a supported algorithm")
+        }
+    })
+}
+
+/// `crit` lists extensions the verifier must understand; it understands none.
+fn read_crit(jiter: &mut Jiter<'_>) -> Result<()> {
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    if peek != Peek::Array {
+        return Err(malformed("header crit is not an array"));
+    }
+    let first = jiter.known_array().map_err(|e| parse_error(&e))?;
+    match first {
+        None => Err(malformed("header crit is empty")),
+        Some(Peek::String) => Err(Error::new(
+            ErrorKind::Unsupported,
+            "header crit names an extension this verifier does not implement",
+        )),
+        Some(_) => Err(malformed("header crit holds a non-string")),
+    }
+}
+
+/// `b64: false` (RFC 7797) changes what is signed; it is refused.
+fn read_b64(jiter: &mut Jiter<'_>) -> Result<()> {
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    match peek {
+        Peek::True => {
+            jiter.known_bool(peek).map_err(|e| parse_error(&e))?;
+            Ok(())
+        }
+        Peek::False => Err(Error::new(
+            ErrorKind::Unsupported,
+            "unencoded payloads (b64: false) are refused",
+        )),
+        _ => Err(malformed("header b64 is not a boolean")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(data: &str) -> ErrorKind {
+        parse(data.as_bytes()).unwrap_err().kind()
+    }
+
+    #[test]
+    fn reads_alg_kid_typ() {
+        let h = parse(br#"{"alg":"RS256","typ":"JWT","kid":"k1","x5u":"https://x"}"#).unwrap();
+        assert_eq!(h.alg, Algorithm::RS256);
+        assert_eq!(h.kid.as_deref(), Some("k1"));
+        assert_eq!(h.typ.as_deref(), Some("JWT"));
+    }
+
+    #[test]
+    fn alg_rules() {
+        assert_eq!(kind(r#"{"typ":"JWT"}"#), ErrorKind::Algorithm);
+        assert_eq!(kind(r#"{"alg":"none"}"#), ErrorKind::Algorithm);
+        assert_eq!(kind(r#"{"alg":"NONE"}"#), ErrorKind::Algorithm);
+        assert_eq!(kind(r#"{"alg":"hs256"}"#), ErrorKind::Algorithm);
+        assert_eq!(kind(r#"{"alg":null}"#), ErrorKind::Algorithm);
+        assert_eq!(kind(r#"{"alg":["HS256"]}"#), ErrorKind::Algorithm);
+    }
+
+    #[test]
+    fn crit_and_b64() {
+        assert_eq!(kind(r#"{"alg":"HS256","crit":["exp"]}"#), ErrorKind::Unsupported);
+        assert_eq!(kind(r#"{"alg":"HS256","crit":[]}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256","crit":"b64"}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256","crit":[1]}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256","b64":false}"#), ErrorKind::Unsupported);
+        assert_eq!(kind(r#"{"alg":"HS256","b64":"no"}"#), ErrorKind::Malformed);
+        assert!(parse(br#"{"alg":"HS256","b64":true}"#).is_ok());
+    }
+
+    #[test]
+    fn duplicates_and_shapes() {
+        assert_eq!(kind(r#"{"alg":"HS256","alg":"HS256"}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256","x":1,"x":2}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256","kid":1}"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"["alg"]"#), ErrorKind::Malformed);
+        assert_eq!(kind(r#"{"alg":"HS256"}x"#), ErrorKind::Malformed);
+    }
+}

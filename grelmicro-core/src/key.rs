@@ -1,0 +1,515 @@
+//! Verification keys, each parsed once and bound to one algorithm.
+//!
+//! Every refusal happens here, at build time: short HMAC secrets, RSA moduli
+//! under 2048 bits, EC points off their curve, private keys where a public
+//! one is expected, JWKs meant for encryption, key types that do not fit the
+//! algorithm. A built [`Key`] is immutable and cheap to share.
+
+use aws_lc_rs::digest;
+use aws_lc_rs::hmac;
+use aws_lc_rs::signature::ParsedPublicKey;
+
+use crate::algorithm::{Algorithm, Family};
+use crate::der;
+use crate::error::{invalid_key, Error, ErrorKind, Result};
+use crate::json::Value;
+use crate::token;
+
+/// Smallest RSA modulus accepted (bits).
+pub const MIN_RSA_BITS: usize = 2048;
+/// Largest RSA modulus accepted (bits).
+pub const MAX_RSA_BITS: usize = 8192;
+
+enum Material {
+    Hmac(hmac::Key),
+    Public(ParsedPublicKey),
+}
+
+/// A verification key bound to one algorithm.
+pub struct Key {
+    algorithm: Algorithm,
+    kid: Option<String>,
+    kty: &'static str,
+    material: Material,
+    /// SHA-256 over the algorithm and the key bytes: tells two keys apart
+    /// without keeping or showing the bytes themselves.
+    fingerprint: [u8; 32],
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Key")
+            .field("algorithm", &self.algorithm.name())
+            .field("kid", &self.kid)
+            .field("kty", &self.kty)
+            .finish_non_exhaustive()
+    }
+}
+
+fn fingerprint(algorithm: Algorithm, bytes: &[u8]) -> [u8; 32] {
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    ctx.update(algorithm.name().as_bytes());
+    ctx.update(&[0]);
+    ctx.update(bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
+fn check_kid(kid: Option<String>) -> Result<Option<String>> {
+    match kid {
+        Some(k) if k.is_empty() => Err(Error::new(ErrorKind::InvalidKey, "kid is empty")),
+        other => Ok(other),
+    }
+}
+
+/// Text that is clearly a public key or a JWK must never become an HMAC secret.
+fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
+    let trimmed = secret.trim_ascii_start();
+    const MARKERS: [&[u8]; 6] = [
+        b"-----BEGIN",
+        b"ssh-rsa ",
+        b"ssh-ed25519 ",
+        b"ecdsa-sha2-",
+        b"sk-ssh-",
+        b"sk-ecdsa-",
+    ];
+    if MARKERS.iter().any(|m| trimmed.starts_with(m)) {
+        return true;
+    }
+    if secret.windows(10).any(|w| w == b"-----BEGIN") {
+        return true;
+    }
+    trimmed.starts_with(b"{")
+        && Value::parse(trimmed, 8)
+            .ok()
+            .and_then(|v| v.get("kty").cloned())
+            .is_some()
+}
+
+impl Key {
+    /// An HMAC secret for HS256/384/512.
+    pub fn secret(secret: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
+        let Some(hmac_alg) = algorithm.hmac_algorithm() else {
+            return Err(Error::with(
+                ErrorKind::InvalidKey,
+                format!(
+                    "a shared secret can only verify HS256/HS384/HS512, not {}",
+                    algorithm.name()
+                ),
+            ));
+        };
+        if looks_like_asymmetric_key(secret) {
+            return Err(invalid_key(
+                "this secret is a public key (PEM, SSH or JWK text); use a public-key algorithm",
+            ));
+        }
+        let minimum = algorithm.hmac_min_secret();
+        if secret.len() < minimum {
+            return Err(Error::with(
+                ErrorKind::WeakKey,
+                format!(
+                    "{} needs a secret of at least {minimum} bytes, got {}",
+                    algorithm.name(),
+                    secret.len()
+                ),
+            ));
+        }
+        Ok(Key {
+            algorithm,
+            kid: check_kid(kid)?,
+            kty: "oct",
+            material: Material::Hmac(hmac::Key::new(hmac_alg, secret)),
+            fingerprint: fingerprint(algorithm, secret),
+        })
+    }
+
+    /// A public key in PEM: SPKI (`PUBLIC KEY`), PKCS#1 (`RSA PUBLIC KEY`)
+    /// or an X.509 `CERTIFICATE` (its key is used; the certificate is not
+    /// validated as a chain).
+    pub fn pem(data: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
+        if algorithm.family() == Family::Hmac {
+            return Err(invalid_key(
+                "a PEM key cannot be used with HS256/HS384/HS512",
+            ));
+        }
+        let block = pem::parse(data).map_err(|_| invalid_key("not a valid PEM document"))?;
+        let tag = block.tag();
+        if tag.contains("PRIVATE KEY") {
+            return Err(invalid_key(
+                "a private key was given where a public key is expected",
+            ));
+        }
+        let contents = block.contents();
+        match tag {
+            "PUBLIC KEY" => Key::spki(contents, algorithm, kid),
+            "CERTIFICATE" => Key::spki(der::certificate_spki(contents)?, algorithm, kid),
+            "RSA PUBLIC KEY" => Key::rsa_pkcs1(contents, algorithm, kid),
+            _ => Err(invalid_key(
+                "unsupported PEM block (expected PUBLIC KEY, RSA PUBLIC KEY or CERTIFICATE)",
+            )),
+        }
+    }
+
+    /// A DER SubjectPublicKeyInfo.
+    pub fn spki(spki: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
+        let info = der::parse_spki(spki)?;
+        let family = algorithm.family();
+        match (info.algorithm, family) {
+            (der::OID_RSA, Family::RsaPkcs1 | Family::RsaPss) => {
+                Key::rsa_pkcs1(info.key, algorithm, kid)
+            }
+            (der::OID_EC, Family::Ecdsa) => {
+                let expected = match algorithm {
+                    Algorithm::ES256 => der::OID_P256,
+                    Algorithm::ES384 => der::OID_P384,
+                    Algorithm::ES512 => der::OID_P521,
+                    _ => der::OID_SECP256K1,
+                };
+                if info.parameter != Some(expected) {
+                    return Err(Error::with(
+                        ErrorKind::InvalidKey,
+                        format!("the EC key is not on the curve {} needs", algorithm.name()),
+                    ));
+                }
+                Key::public(info.key, algorithm, kid, "EC")
+            }
+            (der::OID_ED25519, Family::Ed25519) => Key::public(info.key, algorithm, kid, "OKP"),
+            (der::OID_RSA_PSS, _) => Err(invalid_key(
+                "RSASSA-PSS-restricted key encodings are not supported; use an rsaEncryption key",
+            )),
+            (der::OID_RSA | der::OID_EC | der::OID_ED25519, _) => Err(Error::with(
+                ErrorKind::InvalidKey,
+                format!("this key type cannot verify {}", algorithm.name()),
+            )),
+            _ => Err(invalid_key("unsupported public key type")),
+        }
+    }
+
+    fn rsa_pkcs1(pkcs1: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
+        if !matches!(algorithm.family(), Family::RsaPkcs1 | Family::RsaPss) {
+            return Err(Error::with(
+                ErrorKind::InvalidKey,
+                format!("an RSA key cannot verify {}", algorithm.name()),
+            ));
+        }
+        let (n, e) = der::rsa_components(pkcs1)?;
+        check_rsa(n, e)?;
+        Key::public(pkcs1, algorithm, kid, "RSA")
+    }
+
+    fn public(bytes: &[u8], algorithm: Algorithm, kid: Option<String>, kty: &'static str) -> Result<Key> {
+        let verification = algorithm
+            .verification()
+            .ok_or_else(|| invalid_key("not a public-key algorithm"))?;
+        let parsed = ParsedPublicKey::new(verification, bytes).map_err(|_| {
+            Error::with(
+                ErrorKind::InvalidKey,
+                format!(
+                    "the {kty} public key is invalid for {} (for EC: point not on the curve)",
+                    algorithm.name()
+                ),
+            )
+        })?;
+        Ok(Key {
+            algorithm,
+            kid: check_kid(kid)?,
+            kty,
+            material: Material::Public(parsed),
+            fingerprint: fingerprint(algorithm, bytes),
+        })
+    }
+
+    /// One JWK (RFC 7517). `algorithm` must agree with the JWK's own `alg`
+    /// when both are given; without either, RSA keys default to RS256 and
+    /// EC/OKP keys follow their curve. Symmetric (`oct`) keys need
+    /// `allow_symmetric`.
+    pub fn jwk(jwk: &Value, algorithm: Option<Algorithm>, allow_symmetric: bool) -> Result<Key> {
+        let Value::Object(_) = jwk else {
+            return Err(invalid_key("a JWK must be a JSON object"));
+        };
+        let text = |name: &'static str| -> Result<Option<&str>> {
+            match jwk.get(name) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.as_str())),
+                Some(_) => Err(Error::with(
+                    ErrorKind::InvalidKey,
+                    format!("JWK member {name} is not a string"),
+                )),
+            }
+        };
+        let required = |name: &'static str| -> Result<Vec<u8>> {
+            let value = text(name)?.ok_or_else(|| {
+                Error::with(ErrorKind::InvalidKey, format!("JWK member {name} is missing"))
+            })?;
+            token::decode(value.as_bytes()).map_err(|_| {
+                Error::with(
+                    ErrorKind::InvalidKey,
+                    format!("JWK member {name} is not valid base64url"),
+                )
+            })
+        };
+
+        let kty = text("kty")?.ok_or_else(|| invalid_key("JWK has no kty"))?;
+        if let Some(usage) = text("use")? {
+            if usage != "sig" {
+                return Err(invalid_key("JWK use is not sig"));
+            }
+        }
+        if let Some(ops) = jwk.get("key_ops") {
+            let Value::Array(items) = ops else {
+                return Err(invalid_key("JWK key_ops is not an array"));
+            };
+            if !items.iter().any(|op| op.as_str() == Some("verify")) {
+                return Err(invalid_key("JWK key_ops does not allow verify"));
+            }
+        }
+        const PRIVATE: [&str; 7] = ["d", "p", "q", "dp", "dq", "qi", "oth"];
+        if kty != "oct" && PRIVATE.iter().any(|m| jwk.get(m).is_some()) {
+            return Err(invalid_key("JWK holds private key material"));
+        }
+        let kid = text("kid")?.map(str::to_owned);
+        let declared = match text("alg")? {
+            None => None,
+            Some(name) => Some(Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
+                invalid_key("JWK alg is not a supported signature algorithm")
+            })?),
+        };
+        let chosen = match (algorithm, declared) {
+            (Some(wanted), Some(own)) if !wanted.accepts(own) => {
+                return Err(Error::with(
+                    ErrorKind::InvalidKey,
+                    format!("JWK alg {} differs from the requested {}", own.name(), wanted.name()),
+                ))
+            }
+            (Some(wanted), _) => Some(wanted),
+            (None, own) => own,
+        };
+
+        match kty {
+            "RSA" => {
+                let algorithm = chosen.unwrap_or(Algorithm::RS256);
+                let n = required("n")?;
+                let e = required("e")?;
+                Key::rsa_pkcs1(&der::rsa_public_key(&n, &e), algorithm, kid)
+            }
+            "EC" | "OKP" => {
+                let crv = text("crv")?.ok_or_else(|| invalid_key("JWK has no crv"))?;
+                let by_curve = Algorithm::for_curve(crv)
+                    .ok_or_else(|| invalid_key("JWK curve is not supported"))?;
+                let algorithm = chosen.unwrap_or(by_curve);
+                if !by_curve.accepts(algorithm) || (kty == "OKP") != (by_curve.family() == Family::Ed25519) {
+                    return Err(Error::with(
+                        ErrorKind::InvalidKey,
+                        format!("a {kty} key on {crv} cannot verify {}", algorithm.name()),
+                    ));
+                }
+                let x = required("x")?;
+                if kty == "OKP" {
+                    if x.len() != 32 {
+                        return Err(invalid_key("Ed25519 JWK x must be 32 bytes"));
+                    }
+                    return Key::public(&x, algorithm, kid, "OKP");
+                }
+                let y = required("y")?;
+                let size = match by_curve {
+                    Algorithm::ES384 => 48,
+                    Algorithm::ES512 => 66,
+                    _ => 32,
+                };
+                if x.len() != size || y.len() != size {
+                    return Err(invalid_key("EC JWK coordinates have the wrong length"));
+                }
+                let mut point = Vec::with_capacity(1 + 2 * size);
+                point.push(0x04);
+                point.extend_from_slice(&x);
+                point.extend_from_slice(&y);
+                Key::public(&point, algorithm, kid, "EC")
+            }
+            "oct" => {
+                if !allow_symmetric {
+                    return Err(invalid_key(
+                        "symmetric (oct) JWKs are refused unless explicitly allowed",
+                    ));
+                }
+                let algorithm = chosen.ok_or_else(|| {
+                    invalid_key("an oct JWK needs an alg (HS256, HS384 or HS512)")
+                })?;
+                let k = required("k")?;
+                Key::secret(&k, algorithm, kid)
+            }
+            _ => Err(invalid_key("JWK kty is not supported")),
+        }
+    }
+
+    /// Parses one JWK from JSON text.
+    pub fn jwk_json(data: &[u8], algorithm: Option<Algorithm>, allow_symmetric: bool) -> Result<Key> {
+        let value = Value::parse(data, 16).map_err(|_| invalid_key("JWK is not valid JSON"))?;
+        Key::jwk(&value, algorithm, allow_symmetric)
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    pub fn kid(&self) -> Option<&str> {
+        self.kid.as_deref()
+    }
+
+    /// `oct`, `RSA`, `EC` or `OKP`.
+    pub fn kty(&self) -> &'static str {
+        self.kty
+    }
+
+    pub fn fingerprint(&self) -> &[u8; 32] {
+        &self.fingerprint
+    }
+
+    /// Whether two keys hold the same algorithm and key bytes.
+    pub(crate) fn same_material(&self, other: &Key) -> bool {
+        self.fingerprint == other.fingerprint
+    }
+
+    /// Checks `signature` over `message`. Failures say nothing but their kind.
+    pub fn verify(&self, alg: Algorithm, message: &[u8], signature: &[u8]) -> Result<()> {
+        const BAD: Error = Error::new(ErrorKind::Signature, "signature verification failed");
+        match &self.material {
+            Material::Hmac(key) => hmac::verify(key, message, signature).map_err(|_| BAD),
+            Material::Public(key) => {
+                if let Some(expected) = alg.fixed_signature_len() {
+                    if signature.len() != expected {
+                        return Err(BAD);
+                    }
+                }
+                key.verify_sig(message, signature).map_err(|_| BAD)
+            }
+        }
+    }
+}
+
+fn check_rsa(n: &[u8], e: &[u8]) -> Result<()> {
+    let bits = der::bit_length(n);
+    if bits < MIN_RSA_BITS {
+        return Err(Error::with(
+            ErrorKind::WeakKey,
+            format!("RSA modulus is {bits} bits; at least {MIN_RSA_BITS} are required"),
+        ));
+    }
+    if bits > MAX_RSA_BITS {
+        return Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!("RSA modulus is {bits} bits; at most {MAX_RSA_BITS} are supported"),
+        ));
+    }
+    if n.last().is_some_and(|b| b & 1 == 0) {
+        return Err(invalid_key("RSA modulus is even"));
+    }
+    // Exponents below 65537, even ones and ones over 2^33 are refused, as ring does.
+    let value = if der::bit_length(e) <= 33 {
+        e.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+    } else {
+        0
+    };
+    if value < 65_537 || value & 1 == 0 {
+        return Err(Error::new(
+            ErrorKind::WeakKey,
+            "RSA public exponent must be odd and between 65537 and 2^33",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_rules() {
+        assert!(Key::secret(&[7; 32], Algorithm::HS256, None).is_ok());
+        let short = Key::secret(&[7; 31], Algorithm::HS256, None).unwrap_err();
+        assert_eq!(short.kind(), ErrorKind::WeakKey);
+        assert!(!short.message().contains('\u{7}'));
+        assert_eq!(
+            Key::secret(&[7; 47], Algorithm::HS384, None).unwrap_err().kind(),
+            ErrorKind::WeakKey
+        );
+        assert_eq!(
+            Key::secret(&[7; 64], Algorithm::RS256, None).unwrap_err().kind(),
+            ErrorKind::InvalidKey
+        );
+        let pem = b"-----BEGIN PUBLIC KEY-----\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n-----END PUBLIC KEY-----\n";
+        assert_eq!(
+            Key::secret(pem, Algorithm::HS256, None).unwrap_err().kind(),
+            ErrorKind::InvalidKey
+        );
+        let jwk = br#"{"kty":"RSA","n":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","e":"AQAB"}"#;
+        assert_eq!(
+            Key::secret(jwk, Algorithm::HS256, None).unwrap_err().kind(),
+            ErrorKind::InvalidKey
+        );
+        assert_eq!(
+            Key::secret(&[7; 32], Algorithm::HS256, Some(String::new())).unwrap_err().kind(),
+            ErrorKind::InvalidKey
+        );
+    }
+
+    #[test]
+    fn hmac_verifies_and_rejects() {
+        let key = Key::secret(&[1; 32], Algorithm::HS256, None).unwrap();
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[1; 32]), b"msg");
+        assert!(key.verify(Algorithm::HS256, b"msg", tag.as_ref()).is_ok());
+        let err = key.verify(Algorithm::HS256, b"msh", tag.as_ref()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Signature);
+        assert!(key.verify(Algorithm::HS256, b"msg", &tag.as_ref()[..16]).is_err());
+    }
+
+    #[test]
+    fn rsa_exponent_and_size_rules() {
+        let n2048 = {
+            let mut n = vec![0xC5u8; 256];
+            n[255] = 0x01;
+            n
+        };
+        assert!(check_rsa(&n2048, &[0x01, 0x00, 0x01]).is_ok());
+        assert_eq!(check_rsa(&n2048, &[0x03]).unwrap_err().kind(), ErrorKind::WeakKey);
+        assert_eq!(check_rsa(&n2048, &[0x01, 0x00, 0x00]).unwrap_err().kind(), ErrorKind::WeakKey);
+        assert_eq!(check_rsa(&n2048, &[0x01, 0x00, 0x02]).unwrap_err().kind(), ErrorKind::WeakKey);
+        assert_eq!(check_rsa(&n2048[1..], &[0x01, 0x00, 0x01]).unwrap_err().kind(), ErrorKind::WeakKey);
+    }
+
+    #[test]
+    fn jwk_refusals() {
+        let cases: [(&str, ErrorKind); 8] = [
+            (r#"{"kty":"oct","k":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","alg":"HS256"}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","use":"enc"}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","key_ops":["sign"]}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"RSA","n":"AQAB","e":"AQAB"}"#, ErrorKind::WeakKey),
+            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"OKP","crv":"X25519","x":"AA"}"#, ErrorKind::InvalidKey),
+            (r#"{"kty":"XYZ"}"#, ErrorKind::InvalidKey),
+        ];
+        for (text, kind) in cases {
+            let err = Key::jwk_json(text.as_bytes(), None, false).unwrap_err();
+            assert_eq!(err.kind(), kind, "{text}");
+        }
+    }
+
+    #[test]
+    fn oct_jwk_with_opt_in() {
+        let text = br#"{"kty":"oct","k":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","alg":"HS256","kid":"s"}"#;
+        let key = Key::jwk_json(text, None, true).unwrap();
+        assert_eq!(key.algorithm(), Algorithm::HS256);
+        assert_eq!(key.kid(), Some("s"));
+        assert_eq!(key.kty(), "oct");
+    }
+
+    #[test]
+    fn ec_point_off_curve_is_refused() {
+        let x = token::encode(&[1u8; 32]);
+        let y = token::encode(&[2u8; 32]);
+        let text = format!(r#"{{"kty":"EC","crv":"P-256","x":"{x}","y":"{y}"}}"#);
+        let err = Key::jwk_json(text.as_bytes(), None, false).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidKey);
+    }
+}

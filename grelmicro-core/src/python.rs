@@ -1,0 +1,411 @@
+//! All pyo3 glue: the `grelmicro_core._core` module.
+//!
+//! Errors cross in one place ([`to_py`]): every core error becomes a
+//! `CoreError(kind, message)`; the Python layer maps the kind to its class.
+//! Signature work runs detached from the interpreter (the GIL is released
+//! on GIL builds); only the payload's conversion into Python objects needs
+//! to be attached. Every class is frozen: rotation builds new objects.
+
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
+
+use crate::algorithm::{Algorithm, Family};
+use crate::error::{Error, ErrorKind};
+use crate::json::{self, Builder};
+use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
+use crate::policy::{Policy as CorePolicy, PolicyOptions, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
+use crate::verifier::Verifier as CoreVerifier;
+use crate::{digest, header, key, token};
+
+create_exception!(
+    _core,
+    CoreError,
+    PyException,
+    "Raised by the core for every refusal; args are (kind, message)."
+);
+
+/// The single conversion of a core error into a Python exception.
+fn to_py(err: Error) -> PyErr {
+    CoreError::new_err((err.kind().as_str(), err.message().to_owned()))
+}
+
+/// Borrows the bytes of a `str` or `bytes` argument.
+fn input_bytes<'a>(value: &'a Bound<'_, PyAny>, kind: ErrorKind, what: &'static str) -> PyResult<&'a [u8]> {
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes());
+    }
+    if let Ok(text) = value.cast::<PyString>() {
+        return text
+            .to_str()
+            .map(str::as_bytes)
+            .map_err(|_| to_py(Error::new(kind, "text is not valid Unicode")));
+    }
+    Err(to_py(Error::with(kind, format!("{what} must be str or bytes"))))
+}
+
+fn parse_algorithm(name: &str) -> PyResult<Algorithm> {
+    Algorithm::parse_config(name).map_err(to_py)
+}
+
+/// Builds Python objects; arrays become tuples and nested objects read-only
+/// mapping proxies, so a verified payload shared between requests cannot be
+/// changed through its values.
+struct PyBuilder<'py> {
+    py: Python<'py>,
+}
+
+fn lost(_: PyErr) -> Error {
+    Error::new(ErrorKind::Malformed, "could not build the decoded value")
+}
+
+impl<'py> Builder for PyBuilder<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Key = Bound<'py, PyString>;
+    type Object = Bound<'py, PyDict>;
+
+    fn null(&mut self) -> json_result<Self::Value> {
+        Ok(self.py.None().into_bound(self.py))
+    }
+    fn boolean(&mut self, value: bool) -> json_result<Self::Value> {
+        Ok(PyBool::new(self.py, value).to_owned().into_any())
+    }
+    fn int(&mut self, value: i64) -> json_result<Self::Value> {
+        Ok(value.into_pyobject(self.py).map_err(|e| match e {})?.into_any())
+    }
+    fn big_int(&mut self, value: &BigInt) -> json_result<Self::Value> {
+        Ok(value.into_pyobject(self.py).map_err(lost)?.into_any())
+    }
+    fn float(&mut self, value: f64) -> json_result<Self::Value> {
+        Ok(PyFloat::new(self.py, value).into_any())
+    }
+    fn string(&mut self, value: &str) -> json_result<Self::Value> {
+        Ok(PyString::new(self.py, value).into_any())
+    }
+    fn array(&mut self, items: Vec<Self::Value>) -> json_result<Self::Value> {
+        Ok(PyTuple::new(self.py, items).map_err(lost)?.into_any())
+    }
+    fn key(&mut self, name: &str) -> json_result<Self::Key> {
+        Ok(PyString::new(self.py, name))
+    }
+    fn object(&mut self) -> json_result<Self::Object> {
+        Ok(PyDict::new(self.py))
+    }
+    fn insert(&mut self, object: &mut Self::Object, key: Self::Key, value: Self::Value) -> json_result<bool> {
+        let before = object.len();
+        object.set_item(key, value).map_err(lost)?;
+        Ok(object.len() > before)
+    }
+    fn finish_object(&mut self, object: Self::Object) -> json_result<Self::Value> {
+        Ok(PyMappingProxy::new(self.py, object.as_mapping()).into_any())
+    }
+    fn finish_root(&mut self, object: Self::Object) -> json_result<Self::Value> {
+        Ok(object.into_any())
+    }
+}
+
+#[allow(non_camel_case_types)]
+type json_result<T> = crate::error::Result<T>;
+
+/// A verification key bound to one algorithm.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "Key")]
+pub struct PyKey {
+    inner: Arc<key::Key>,
+}
+
+#[pymethods]
+impl PyKey {
+    /// An HMAC secret (HS256/384/512), at least as long as the hash output.
+    #[staticmethod]
+    #[pyo3(signature = (secret, algorithm, kid=None))]
+    fn secret(py: Python<'_>, secret: &Bound<'_, PyAny>, algorithm: &str, kid: Option<String>) -> PyResult<Self> {
+        let alg = parse_algorithm(algorithm)?;
+        let bytes = input_bytes(secret, ErrorKind::InvalidKey, "secret")?;
+        let built = py.detach(|| key::Key::secret(bytes, alg, kid)).map_err(to_py)?;
+        Ok(PyKey { inner: Arc::new(built) })
+    }
+
+    /// A public key in PEM (SPKI, PKCS#1 RSA or X.509 certificate).
+    #[staticmethod]
+    #[pyo3(signature = (data, algorithm, kid=None))]
+    fn pem(py: Python<'_>, data: &Bound<'_, PyAny>, algorithm: &str, kid: Option<String>) -> PyResult<Self> {
+        let alg = parse_algorithm(algorithm)?;
+        let bytes = input_bytes(data, ErrorKind::InvalidKey, "PEM data")?;
+        let built = py.detach(|| key::Key::pem(bytes, alg, kid)).map_err(to_py)?;
+        Ok(PyKey { inner: Arc::new(built) })
+    }
+
+    /// One JWK given as JSON text.
+    #[staticmethod]
+    #[pyo3(signature = (document, algorithm=None, *, allow_symmetric=false))]
+    fn jwk(
+        py: Python<'_>,
+        document: &Bound<'_, PyAny>,
+        algorithm: Option<&str>,
+        allow_symmetric: bool,
+    ) -> PyResult<Self> {
+        let alg = algorithm.map(parse_algorithm).transpose()?;
+        let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWK document")?;
+        let built = py
+            .detach(|| key::Key::jwk_json(bytes, alg, allow_symmetric))
+            .map_err(to_py)?;
+        Ok(PyKey { inner: Arc::new(built) })
+    }
+
+    #[getter]
+    fn algorithm(&self) -> &'static str {
+        self.inner.algorithm().name()
+    }
+
+    #[getter]
+    fn kid(&self) -> Option<&str> {
+        self.inner.kid()
+    }
+
+    #[getter]
+    fn kty(&self) -> &'static str {
+        self.inner.kty()
+    }
+
+    /// Hex SHA-256 over the algorithm and key bytes (safe to log).
+    #[getter]
+    fn fingerprint(&self) -> String {
+        self.inner.fingerprint().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn __repr__(&self) -> String {
+        match self.inner.kid() {
+            Some(kid) => format!("Key(algorithm={:?}, kid={kid:?}, kty={:?})", self.algorithm(), self.kty()),
+            None => format!("Key(algorithm={:?}, kty={:?})", self.algorithm(), self.kty()),
+        }
+    }
+}
+
+/// An immutable set of keys with the selection rule by `kid` and `alg`.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "KeySet")]
+pub struct PyKeySet {
+    inner: Arc<CoreKeySet>,
+}
+
+#[pymethods]
+impl PyKeySet {
+    #[new]
+    fn new(keys: Vec<PyRef<'_, PyKey>>) -> PyResult<Self> {
+        let keys = keys.iter().map(|k| Arc::clone(&k.inner)).collect();
+        Ok(PyKeySet {
+            inner: Arc::new(CoreKeySet::new(keys).map_err(to_py)?),
+        })
+    }
+
+    /// A JWKS document (JSON text). Unusable keys are skipped and listed in
+    /// `skipped`; `oct` keys need `allow_symmetric=True`.
+    #[staticmethod]
+    #[pyo3(signature = (document, *, allow_symmetric=false, max_keys=DEFAULT_MAX_KEYS))]
+    fn from_jwks(py: Python<'_>, document: &Bound<'_, PyAny>, allow_symmetric: bool, max_keys: usize) -> PyResult<Self> {
+        let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWKS document")?;
+        let set = py
+            .detach(|| CoreKeySet::from_jwks(bytes, allow_symmetric, max_keys))
+            .map_err(to_py)?;
+        Ok(PyKeySet { inner: Arc::new(set) })
+    }
+
+    /// `(kid, reason)` for every key of a JWKS that was left out.
+    #[getter]
+    fn skipped(&self) -> Vec<(Option<String>, String)> {
+        self.inner
+            .skipped()
+            .iter()
+            .map(|s| (s.kid.clone(), s.reason.clone()))
+            .collect()
+    }
+
+    #[getter]
+    fn keys(&self) -> Vec<PyKey> {
+        self.inner
+            .keys()
+            .iter()
+            .map(|k| PyKey { inner: Arc::clone(k) })
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("KeySet(<{} keys>)", self.inner.len())
+    }
+}
+
+/// A validated verification policy.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "Policy")]
+pub struct PyPolicy {
+    inner: Arc<CorePolicy>,
+}
+
+#[pymethods]
+impl PyPolicy {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        audience=Vec::new(),
+        issuer=Vec::new(),
+        algorithms=None,
+        leeway=0.0,
+        required=vec!["exp".to_owned()],
+        typ=None,
+        max_age=None,
+        max_token_size=DEFAULT_MAX_TOKEN_SIZE,
+        max_depth=DEFAULT_MAX_DEPTH,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        audience: Vec<String>,
+        issuer: Vec<String>,
+        algorithms: Option<Vec<String>>,
+        leeway: f64,
+        required: Vec<String>,
+        typ: Option<String>,
+        max_age: Option<f64>,
+        max_token_size: usize,
+        max_depth: usize,
+    ) -> PyResult<Self> {
+        let policy = CorePolicy::new(PolicyOptions {
+            audiences: audience,
+            issuers: issuer,
+            algorithms,
+            leeway,
+            required,
+            typ,
+            max_age,
+            max_token_size,
+            max_depth,
+        })
+        .map_err(to_py)?;
+        Ok(PyPolicy { inner: Arc::new(policy) })
+    }
+
+    #[getter]
+    fn max_token_size(&self) -> usize {
+        self.inner.max_token_size()
+    }
+
+    #[getter]
+    fn leeway(&self) -> f64 {
+        self.inner.leeway()
+    }
+}
+
+/// Keys plus policy; `verify(token, now)` does the whole check in one call.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "Verifier")]
+pub struct PyVerifier {
+    inner: CoreVerifier,
+    /// Signature checks cheap enough that releasing the GIL costs more than
+    /// it frees (HMAC over small tokens) run attached.
+    detach_from: usize,
+}
+
+/// Tokens at least this long are verified detached even under HMAC.
+const HMAC_DETACH_BYTES: usize = 2048;
+
+#[pymethods]
+impl PyVerifier {
+    #[new]
+    fn new(keys: &PyKeySet, policy: &PyPolicy) -> PyResult<Self> {
+        let inner = CoreVerifier::new(Arc::clone(&keys.inner), Arc::clone(&policy.inner)).map_err(to_py)?;
+        let only_hmac = inner
+            .keys()
+            .keys()
+            .iter()
+            .all(|k| k.algorithm().family() == Family::Hmac);
+        let detach_from = if only_hmac { HMAC_DETACH_BYTES } else { 0 };
+        Ok(PyVerifier { inner, detach_from })
+    }
+
+    /// Verifies `token` at time `now` (seconds since the epoch) and returns
+    /// the payload as a dict (arrays as tuples, nested objects read-only).
+    fn verify<'py>(&self, py: Python<'py>, token: &Bound<'py, PyAny>, now: f64) -> PyResult<Bound<'py, PyDict>> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        let payload = if bytes.len() >= self.detach_from {
+            py.detach(|| self.inner.authenticate(bytes))
+        } else {
+            self.inner.authenticate(bytes)
+        }
+        .map_err(to_py)?;
+        let mut builder = PyBuilder { py };
+        // The top level stays a plain dict: the Python layer keeps it private.
+        let claims = self.inner.claims(&payload, &mut builder, now).map_err(to_py)?;
+        claims
+            .cast_into::<PyDict>()
+            .map_err(|_| to_py(Error::new(ErrorKind::Malformed, "payload is not a JSON object")))
+    }
+
+    /// Algorithms this verifier accepts.
+    #[getter]
+    fn algorithms(&self) -> Vec<&'static str> {
+        Algorithm::ALL
+            .iter()
+            .filter(|a| self.inner.allows(**a))
+            .map(|a| a.name())
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Verifier(algorithms={:?})", self.algorithms())
+    }
+}
+
+/// The raw 32-byte SHA-256 digest of `data` (str is hashed as UTF-8).
+#[pyfunction]
+fn sha256_digest<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = input_bytes(data, ErrorKind::Malformed, "data")?;
+    Ok(PyBytes::new(py, &digest::sha256(bytes)))
+}
+
+/// The decoded header of a token, WITHOUT any verification (diagnostics only).
+#[pyfunction]
+#[pyo3(signature = (token, *, max_token_size=DEFAULT_MAX_TOKEN_SIZE))]
+fn unverified_header<'py>(py: Python<'py>, token: &Bound<'py, PyAny>, max_token_size: usize) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+    let segments = token::split(bytes, max_token_size).map_err(to_py)?;
+    let decoded = token::decode(segments.header).map_err(to_py)?;
+    // Validate like the verifier would, then build the full mapping.
+    header::parse(&decoded).map_err(to_py)?;
+    let mut builder = PyBuilder { py };
+    json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)
+        .map_err(to_py)?
+        .call_method0("copy")
+}
+
+/// Every error kind the core can raise, in a stable order.
+#[pyfunction]
+fn error_kinds() -> Vec<&'static str> {
+    ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Every algorithm name the core knows.
+#[pyfunction]
+fn algorithms() -> Vec<&'static str> {
+    Algorithm::ALL.iter().map(|a| a.name()).collect()
+}
+
+#[pymodule(gil_used = false)]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("SOURCE_HASH", crate::SOURCE_HASH)?;
+    m.add("CoreError", py.get_type::<CoreError>())?;
+    m.add_class::<PyKey>()?;
+    m.add_class::<PyKeySet>()?;
+    m.add_class::<PyPolicy>()?;
+    m.add_class::<PyVerifier>()?;
+    m.add_function(wrap_pyfunction!(sha256_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(unverified_header, m)?)?;
+    m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    Ok(())
+}

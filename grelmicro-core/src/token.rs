@@ -1,0 +1,132 @@
+//! Compact JWS parsing: three base64url segments, nothing else.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+use crate::error::{malformed, Error, ErrorKind, Result};
+
+/// The three encoded segments of a compact JWS, borrowed from the token.
+#[derive(Clone, Copy, Debug)]
+pub struct Segments<'a> {
+    /// `header "." payload`: the bytes the signature covers.
+    pub signing_input: &'a [u8],
+    pub header: &'a [u8],
+    pub payload: &'a [u8],
+    pub signature: &'a [u8],
+}
+
+/// Splits a compact JWS, refusing anything that is not exactly three
+/// non-empty segments within `max_size` bytes.
+pub fn split(token: &[u8], max_size: usize) -> Result<Segments<'_>> {
+    if token.len() > max_size {
+        return Err(Error::with(
+            ErrorKind::TooLarge,
+            format!(
+                "token is {} bytes, over the limit of {max_size}",
+                token.len()
+            ),
+        ));
+    }
+    if token.is_empty() {
+        return Err(malformed("token is empty"));
+    }
+    let mut dots = [0usize; 2];
+    let mut count = 0usize;
+    for (index, byte) in token.iter().enumerate() {
+        if *byte == b'.' {
+            if count < 2 {
+                dots[count] = index;
+            }
+            count += 1;
+        }
+    }
+    match count {
+        2 => {}
+        4 => {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "encrypted tokens (JWE) are not accepted",
+            ))
+        }
+        _ => return Err(malformed("a compact JWS has exactly three segments")),
+    }
+    let (first, second) = (dots[0], dots[1]);
+    let header = &token[..first];
+    let payload = &token[first + 1..second];
+    let signature = &token[second + 1..];
+    if header.is_empty() || payload.is_empty() {
+        return Err(malformed("empty token segment"));
+    }
+    if signature.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            "token has no signature (unsecured tokens are refused)",
+        ));
+    }
+    Ok(Segments {
+        signing_input: &token[..second],
+        header,
+        payload,
+        signature,
+    })
+}
+
+/// Strict base64url: no padding, no `+`/`/`, no whitespace, canonical
+/// trailing bits.
+pub fn decode(segment: &[u8]) -> Result<Vec<u8>> {
+    URL_SAFE_NO_PAD
+        .decode(segment)
+        .map_err(|_| malformed("invalid base64url"))
+}
+
+/// Encodes bytes as unpadded base64url (used by tests and diagnostics).
+pub fn encode(data: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_three_segments() {
+        let s = split(b"aGk.eyJ9.c2ln", 100).unwrap();
+        assert_eq!(s.header, b"aGk");
+        assert_eq!(s.payload, b"eyJ9");
+        assert_eq!(s.signature, b"c2ln");
+        assert_eq!(s.signing_input, b"aGk.eyJ9");
+    }
+
+    #[test]
+    fn refuses_wrong_shapes() {
+        for (token, kind) in [
+            (&b""[..], ErrorKind::Malformed),
+            (b"a.b", ErrorKind::Malformed),
+            (b"a.b.c.d", ErrorKind::Malformed),
+            (b"a.b.c.d.e", ErrorKind::Unsupported),
+            (b"a.b.c.d.e.f", ErrorKind::Malformed),
+            (b".b.c", ErrorKind::Malformed),
+            (b"a..c", ErrorKind::Malformed),
+            (b"a.b.", ErrorKind::Malformed),
+        ] {
+            assert_eq!(split(token, 100).unwrap_err().kind(), kind, "{token:?}");
+        }
+    }
+
+    #[test]
+    fn size_cap_comes_first() {
+        let big = vec![b'a'; 101];
+        assert_eq!(split(&big, 100).unwrap_err().kind(), ErrorKind::TooLarge);
+        assert!(split(b"aGk.eyJ9.c2ln", 12).is_err());
+        assert!(split(b"aGk.eyJ9.c2ln", 13).is_ok());
+    }
+
+    #[test]
+    fn base64url_is_strict() {
+        assert_eq!(decode(b"aGk").unwrap(), b"hi");
+        for bad in [&b"aGk="[..], b"a+8", b"a/8", b"aG k", b"aGk\n", b"aGl", b"\xc3\xa9"] {
+            assert!(decode(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(encode(b"hi"), "aGk");
+    }
+}
