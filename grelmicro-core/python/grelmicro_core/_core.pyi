@@ -3,6 +3,20 @@
 from collections.abc import Sequence
 from typing import Any, final
 
+__all__ = [
+    "SOURCE_HASH",
+    "CoreError",
+    "Key",
+    "KeySet",
+    "Policy",
+    "Verifier",
+    "__version__",
+    "algorithms",
+    "error_kinds",
+    "sha256_digest",
+    "unverified_header",
+]
+
 __version__: str
 SOURCE_HASH: str
 
@@ -41,13 +55,13 @@ class Key:
 class KeySet:
     """An immutable set of keys with the selection rule by ``kid`` and ``alg``."""
 
-    def __init__(self, keys: Sequence[Key]) -> None: ...
+    def __new__(cls, keys: Sequence[Key]) -> KeySet: ...
     @staticmethod
     def from_jwks(
         document: str | bytes,
         *,
         allow_symmetric: bool = False,
-        max_keys: int = 100,
+        max_keys: int = ...,
     ) -> KeySet:
         """A JWKS document (JSON text); unusable keys are skipped."""
     @property
@@ -61,8 +75,8 @@ class KeySet:
 class Policy:
     """A validated verification policy."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         audience: Sequence[str] = ...,
         issuer: Sequence[str] = ...,
@@ -71,9 +85,9 @@ class Policy:
         required: Sequence[str] = ...,
         typ: str | None = None,
         max_age: float | None = None,
-        max_token_size: int = 8192,
-        max_depth: int = 64,
-    ) -> None: ...
+        max_token_size: int = ...,
+        max_depth: int = ...,
+    ) -> Policy: ...
     @property
     def max_token_size(self) -> int: ...
     @property
@@ -83,7 +97,7 @@ class Policy:
 class Verifier:
     """Keys plus policy; ``verify(token, now)`` does the whole check in one call."""
 
-    def __init__(self, keys: KeySet, policy: Policy) -> None: ...
+    def __new__(cls, keys: KeySet, policy: Policy) -> Verifier: ...
     def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
         """Verifies ``token`` at ``now`` and returns the payload."""
     @property
@@ -93,7 +107,7 @@ class Verifier:
 def sha256_digest(data: str | bytes) -> bytes:
     """The raw 32-byte SHA-256 digest of ``data``."""
 
-def unverified_header(token: str | bytes, *, max_token_size: int = 8192) -> dict[str, Any]:
+def unverified_header(token: str | bytes, *, max_token_size: int = ...) -> dict[str, Any]:
     """The decoded header of a token, WITHOUT any verification."""
 
 def error_kinds() -> list[str]:

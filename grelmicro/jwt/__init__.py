@@ -1,0 +1,96 @@
+"""Bearer-token (JWT) verification for Python services.
+
+Build one :class:`JWTVerifier` at startup and call ``verify(token)`` on every
+request. The work is done by the compiled core (``grelmicro-core``): strict
+compact-JWS parsing, key selection by ``kid`` and ``alg``, signature checks
+with aws-lc-rs and registered-claim checks, in one call with the GIL
+released. Verified tokens are cached until their ``exp`` (or ``cache_ttl``).
+
+Example:
+    >>> from grelmicro.jwt import JWTVerifier, Key
+    >>> verifier = JWTVerifier(
+    ...     keys=[Key.pem(public_pem, "RS256", kid="k1")],
+    ...     audience="https://api.example.com",
+    ...     issuer="https://idp.example.com/",
+    ... )  # doctest: +SKIP
+    >>> verifier.verify(token).subject  # doctest: +SKIP
+    'user-1'
+"""
+
+from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._core import unverified_header as _unverified_header
+from grelmicro.jwt._keys import Key
+from grelmicro.jwt._verifier import CacheInfo, JWTVerifier, VerifyFunction
+from grelmicro.jwt.errors import (
+    AlgorithmNotAllowedError,
+    ClaimsRejectedError,
+    ConfigurationError,
+    ExpiredTokenError,
+    InvalidAudienceError,
+    InvalidClaimError,
+    InvalidIssuerError,
+    InvalidKeyError,
+    InvalidSignatureError,
+    InvalidTokenTypeError,
+    JWTError,
+    KeysUnavailableError,
+    MalformedTokenError,
+    MissingClaimError,
+    TokenIssuedInFutureError,
+    TokenNotYetValidError,
+    TokenRejectedError,
+    TokenTooLargeError,
+    TokenTooOldError,
+    UnknownKeyError,
+    UnsupportedTokenError,
+    WeakKeyError,
+)
+
+__all__ = [
+    "AlgorithmNotAllowedError",
+    "CacheInfo",
+    "Claims",
+    "ClaimsRejectedError",
+    "ConfigurationError",
+    "ExpiredTokenError",
+    "InvalidAudienceError",
+    "InvalidClaimError",
+    "InvalidIssuerError",
+    "InvalidKeyError",
+    "InvalidSignatureError",
+    "InvalidTokenTypeError",
+    "JWTConfig",
+    "JWTError",
+    "JWTVerifier",
+    "Key",
+    "KeysUnavailableError",
+    "MalformedTokenError",
+    "MissingClaimError",
+    "TokenIssuedInFutureError",
+    "TokenNotYetValidError",
+    "TokenRejectedError",
+    "TokenTooLargeError",
+    "TokenTooOldError",
+    "UnknownKeyError",
+    "UnsupportedTokenError",
+    "VerifyFunction",
+    "WeakKeyError",
+    "unverified_header",
+]
+
+
+def unverified_header(token: str | bytes) -> dict[str, object]:
+    """The decoded JOSE header of ``token`` WITHOUT verifying anything.
+
+    For diagnostics and routing only; never trust what it returns.
+
+    Raises:
+        MalformedTokenError: the token is not a compact JWS with a valid header.
+    """
+    from grelmicro.jwt import _core  # noqa: PLC0415
+
+    try:
+        return _unverified_header(token)
+    except _core.CoreError as exc:
+        _core.raise_translated(exc)

@@ -1,0 +1,188 @@
+"""Claims: the read-only view over a verified payload.
+
+A verified payload may be served from the cache to many requests at once, so
+nothing reachable from a :class:`Claims` can be changed: the top-level dict is
+private, arrays arrive as tuples and nested objects as read-only mapping
+proxies (the core builds them that way). :meth:`Claims.to_dict` hands out a
+deep, mutable copy for code that wants one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+__all__ = ["Claims"]
+
+T = TypeVar("T")
+
+_setattr = object.__setattr__
+
+
+def _thaw(value: Any) -> Any:
+    """Deep copy of a decoded JSON value into plain dicts and lists."""
+    if isinstance(value, tuple):
+        return [_thaw(item) for item in value]
+    if isinstance(value, (MappingProxyType, dict)):
+        return {key: _thaw(item) for key, item in value.items()}
+    return value
+
+
+def _time(value: object) -> datetime | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+class Claims(Mapping[str, Any]):
+    """The claims of a verified token: a read-only mapping with typed accessors.
+
+    ``claims["sub"]``, ``claims.get("tenant")``, ``"email" in claims`` work as
+    on a dict; :attr:`subject`, :attr:`issuer`, :attr:`audience`,
+    :attr:`expires_at`, :attr:`scopes` and friends give the registered claims
+    with their types. Instances are immutable and safe to share across threads.
+    """
+
+    __slots__ = ("_data",)
+
+    _data: dict[str, Any]
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        _setattr(self, "_data", data)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Claims are read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Claims are read-only")
+
+    # -- Mapping -----------------------------------------------------------
+
+    def __getitem__(self, name: str) -> Any:
+        return self._data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The claim called ``name``, or ``default``."""
+        return self._data.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        """The claim names (a read-only view)."""
+        return self._data.keys()
+
+    def values(self) -> ValuesView[Any]:
+        """The claim values (a read-only view)."""
+        return self._data.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        """``(name, value)`` pairs (a read-only view)."""
+        return self._data.items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Claims):
+            return self._data == other._data
+        if isinstance(other, Mapping):
+            return bool(_thaw(self._data) == _thaw(dict(other)))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = {k: self._data[k] for k in ("iss", "sub", "exp") if k in self._data}
+        return f"Claims({shown!r}, {len(self._data)} claims)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Claims, (_thaw(self._data),))
+
+    # -- registered claims ---------------------------------------------------
+
+    @property
+    def subject(self) -> str | None:
+        """``sub``: who the token is about."""
+        return self._data.get("sub")
+
+    @property
+    def issuer(self) -> str | None:
+        """``iss``: who issued the token."""
+        return self._data.get("iss")
+
+    @property
+    def audience(self) -> tuple[str, ...]:
+        """``aud`` as a tuple (a single string becomes a one-element tuple)."""
+        aud = self._data.get("aud")
+        if aud is None:
+            return ()
+        if isinstance(aud, str):
+            return (aud,)
+        return tuple(aud)
+
+    @property
+    def token_id(self) -> str | None:
+        """``jti``: the token's unique identifier."""
+        return self._data.get("jti")
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """``exp`` as an aware UTC datetime."""
+        return _time(self._data.get("exp"))
+
+    @property
+    def issued_at(self) -> datetime | None:
+        """``iat`` as an aware UTC datetime."""
+        return _time(self._data.get("iat"))
+
+    @property
+    def not_before(self) -> datetime | None:
+        """``nbf`` as an aware UTC datetime."""
+        return _time(self._data.get("nbf"))
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """Scopes from ``scope`` (space-separated, RFC 8693) or ``scp`` (string or list)."""
+        raw = self._data.get("scope")
+        if raw is None:
+            raw = self._data.get("scp")
+        if isinstance(raw, str):
+            return frozenset(raw.split())
+        if isinstance(raw, tuple):
+            return frozenset(item for item in raw if isinstance(item, str))
+        return frozenset()
+
+    def has_scopes(self, *required: str) -> bool:
+        """Whether every scope in ``required`` was granted."""
+        return self.scopes.issuperset(required)
+
+    # -- conversions -----------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep, mutable copy in plain dicts and lists."""
+        result: dict[str, Any] = _thaw(self._data)
+        return result
+
+    def to_model(self, model: type[T]) -> T:
+        """Validate the claims into a pydantic model class."""
+        validate = getattr(model, "model_validate", None)
+        if validate is None:
+            raise TypeError(f"{model!r} is not a pydantic model")
+        result: T = validate(self.to_dict())
+        return result
+
+    def to_struct(self, struct: type[T]) -> T:
+        """Convert the claims into a ``msgspec.Struct`` class (needs msgspec)."""
+        import msgspec  # noqa: PLC0415 - optional dependency, imported on use
+
+        result: T = msgspec.convert(self.to_dict(), struct)
+        return result

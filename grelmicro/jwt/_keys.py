@@ -1,0 +1,128 @@
+"""Verification keys, as users build them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from grelmicro.jwt import _core
+from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
+
+__all__ = ["Key"]
+
+
+def _check_names(algorithm: object, kid: object) -> None:
+    if not isinstance(algorithm, str):
+        raise ConfigurationError("algorithm must be a string such as 'RS256'")
+    if kid is not None and not isinstance(kid, str):
+        raise ConfigurationError("kid must be a string or None")
+
+
+class Key:
+    """One verification key, parsed once and bound to one algorithm.
+
+    Build it with :meth:`secret`, :meth:`pem` or :meth:`jwk`; each refuses
+    weak or mismatched keys at once with :class:`~grelmicro.jwt.InvalidKeyError`
+    (or :class:`~grelmicro.jwt.WeakKeyError`). A key with a ``kid`` verifies
+    only tokens naming that ``kid``; a key without one verifies tokens whose
+    ``alg`` it serves when it is the only such key.
+    """
+
+    __slots__ = ("_inner",)
+
+    _inner: _core.Key
+
+    def __init__(self, core: _core.Key) -> None:
+        object.__setattr__(self, "_inner", core)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Key is immutable")
+
+    @classmethod
+    def secret(
+        cls,
+        secret: str | bytes,
+        algorithm: str = "HS256",
+        *,
+        kid: str | None = None,
+    ) -> Key:
+        """A shared HMAC secret, at least as long as the hash (32/48/64 bytes)."""
+        _check_names(algorithm, kid)
+        try:
+            return cls(_core.Key.secret(secret, algorithm, kid))
+        except _core.CoreError as exc:
+            _core.raise_translated(exc)
+
+    @classmethod
+    def pem(cls, data: str | bytes, algorithm: str, *, kid: str | None = None) -> Key:
+        """A public key in PEM: SPKI, PKCS#1 RSA, or an X.509 certificate's key."""
+        _check_names(algorithm, kid)
+        try:
+            return cls(_core.Key.pem(data, algorithm, kid))
+        except _core.CoreError as exc:
+            _core.raise_translated(exc)
+
+    @classmethod
+    def jwk(
+        cls,
+        jwk: Mapping[str, Any] | str | bytes,
+        algorithm: str | None = None,
+        *,
+        allow_symmetric: bool = False,
+    ) -> Key:
+        """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
+        if algorithm is not None:
+            _check_names(algorithm, None)
+        document = _jwk_text(jwk)
+        try:
+            return cls(_core.Key.jwk(document, algorithm, allow_symmetric=bool(allow_symmetric)))
+        except _core.CoreError as exc:
+            _core.raise_translated(exc)
+
+    @property
+    def algorithm(self) -> str:
+        """The algorithm this key verifies."""
+        return self._inner.algorithm
+
+    @property
+    def kid(self) -> str | None:
+        """The key id, if any."""
+        return self._inner.kid
+
+    @property
+    def kty(self) -> str:
+        """``oct``, ``RSA``, ``EC`` or ``OKP``."""
+        return self._inner.kty
+
+    @property
+    def fingerprint(self) -> str:
+        """Hex SHA-256 over algorithm and key bytes: safe to log, tells keys apart."""
+        return self._inner.fingerprint
+
+    def __repr__(self) -> str:
+        kid = f", kid={self.kid!r}" if self.kid is not None else ""
+        return f"Key(algorithm={self.algorithm!r}{kid}, kty={self.kty!r})"
+
+
+def _jwk_text(jwk: object) -> str | bytes:
+    if isinstance(jwk, (str, bytes)):
+        return jwk
+    if isinstance(jwk, Mapping):
+        try:
+            return json.dumps(dict(jwk))
+        except (TypeError, ValueError):
+            raise InvalidKeyError("JWK holds values that are not JSON") from None
+    raise InvalidKeyError("a JWK must be a mapping or JSON text")
+
+
+def jwks_text(jwks: object) -> str | bytes:
+    """The JSON text of a JWKS given as a mapping or as text."""
+    if isinstance(jwks, (str, bytes)):
+        return jwks
+    if isinstance(jwks, Mapping):
+        try:
+            return json.dumps(dict(jwks))
+        except (TypeError, ValueError):
+            raise InvalidKeyError("JWKS holds values that are not JSON") from None
+    raise InvalidKeyError("a JWKS must be a mapping or JSON text")

@@ -1,0 +1,444 @@
+"""JWTVerifier: built once, then ``verify()`` on every request.
+
+The whole verification of a token is one call into the core. Around it, the
+verifier adds the cache and the error translation. Settings are applied
+when the verifier is built: ``verify`` is a function assembled for exactly
+this configuration, so a request pays for no decision it does not need.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from grelmicro.jwt import _core
+from grelmicro.jwt._cache import TokenCache
+from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._config import ENV_PREFIX, JWTConfig
+from grelmicro.jwt._keys import Key, jwks_text
+from grelmicro.jwt.errors import (
+    ConfigurationError,
+    JWTError,
+    MalformedTokenError,
+    TokenRejectedError,
+    TokenTooLargeError,
+)
+
+__all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
+
+logger = logging.getLogger("grelmicro.jwt")
+
+Clock = Callable[[], float]
+RejectHook = Callable[[TokenRejectedError], None]
+
+
+class VerifyFunction(Protocol):
+    """``verify(token, *, now=None) -> Claims``."""
+
+    def __call__(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
+        """Verify ``token`` and return its claims.
+
+        Args:
+            token: the compact JWS, as ``str`` or ``bytes`` (a header value).
+            now: the time to check against, in seconds since the epoch;
+                defaults to the verifier's clock.
+
+        Raises:
+            TokenRejectedError: the token is refused (a subclass names why).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """A snapshot of the cache: counters (when ``cache_stats=True``) and sizes."""
+
+    hits: int | None
+    misses: int | None
+    size: int
+    max_size: int
+
+
+def _not_a_token() -> MalformedTokenError:
+    return MalformedTokenError("token must be str or bytes")
+
+
+def _report(error: TokenRejectedError, hook: RejectHook | None) -> None:
+    if hook is not None:
+        try:
+            hook(error)
+        except Exception:  # a metrics hook must never turn a 401 into a 500
+            logger.exception("on_reject hook failed")
+    logger.debug("token rejected: %s", error.reason)
+
+
+def _build_verify(  # noqa: PLR0917, PLR0915
+    core: _core.Verifier,
+    cache: TokenCache | None,
+    cache_key: str,
+    clock: Clock,
+    max_size: int,
+    hook: RejectHook | None,
+    counters: list[int] | None,
+) -> VerifyFunction:
+    """Assemble the verify function for one configuration."""
+    core_verify = core.verify
+    core_error = _core.CoreError
+    translate = _core.translate
+    digest = _core.sha256_digest
+
+    def rejected(exc: _core.CoreError) -> TokenRejectedError:
+        error = translate(exc)
+        assert isinstance(error, TokenRejectedError)  # noqa: S101 - core invariant
+        _report(error, hook)
+        return error
+
+    if cache is None:
+
+        def verify_uncached(token: str | bytes, /, *, now: float | None = None) -> Claims:
+            if now is None:
+                now = clock()
+            try:
+                return Claims(core_verify(token, now))
+            except core_error as exc:
+                error = rejected(exc)
+            raise error
+
+        return verify_uncached
+
+    get = cache.entries.get
+    store = cache.store
+
+    def guard(token: object) -> TokenRejectedError:
+        error: TokenRejectedError
+        if isinstance(token, (str, bytes)):
+            error = TokenTooLargeError(f"token is over the limit of {max_size} bytes")
+        else:
+            error = _not_a_token()
+        _report(error, hook)
+        return error
+
+    if counters is not None:
+
+        def verify_counted(token: str | bytes, /, *, now: float | None = None) -> Claims:
+            if now is None:
+                now = clock()
+            try:
+                if len(token) > max_size:
+                    raise guard(token)
+                key = digest(token) if cache_key == "digest" else token
+                entry = get(key)
+            except (TypeError, core_error):
+                raise guard(token) from None
+            if entry is not None and now < entry[0]:
+                counters[0] += 1
+                claims: Claims = entry[1]
+                return claims
+            counters[1] += 1
+            try:
+                data = core_verify(token, now)
+            except core_error as exc:
+                error = rejected(exc)
+                raise error from None
+            claims = Claims(data)
+            store(key, claims, data.get("exp"), now)
+            return claims
+
+        return verify_counted
+
+    if cache_key == "token":
+
+        def verify_token_key(token: str | bytes, /, *, now: float | None = None) -> Claims:
+            if now is None:
+                now = clock()
+            try:
+                entry = get(token)
+            except TypeError:
+                raise guard(token) from None
+            if entry is not None and now < entry[0]:
+                hit: Claims = entry[1]
+                return hit
+            try:
+                if len(token) > max_size:
+                    raise guard(token)
+                data = core_verify(token, now)
+            except core_error as exc:
+                error = rejected(exc)
+                raise error from None
+            except TypeError:
+                raise guard(token) from None
+            claims = Claims(data)
+            store(token, claims, data.get("exp"), now)
+            return claims
+
+        return verify_token_key
+
+    def verify_digest_key(token: str | bytes, /, *, now: float | None = None) -> Claims:
+        if now is None:
+            now = clock()
+        try:
+            if len(token) > max_size:
+                raise guard(token)
+            key = digest(token)
+        except (TypeError, core_error):
+            raise guard(token) from None
+        entry = get(key)
+        if entry is not None and now < entry[0]:
+            hit: Claims = entry[1]
+            return hit
+        try:
+            data = core_verify(token, now)
+        except core_error as exc:
+            error = rejected(exc)
+            raise error from None
+        claims = Claims(data)
+        store(key, claims, data.get("exp"), now)
+        return claims
+
+    return verify_digest_key
+
+
+class JWTVerifier:
+    """Verifies bearer tokens against keys and a policy; built once, shared freely.
+
+    Example:
+        >>> verifier = JWTVerifier(
+        ...     keys=[Key.pem(public_pem, "RS256", kid="k1")],
+        ...     audience="https://api.example.com",
+        ...     issuer="https://idp.example.com/",
+        ... )  # doctest: +SKIP
+        >>> claims = verifier.verify(token)  # doctest: +SKIP
+
+    Keys come from ``keys`` (a list of :class:`Key`) or ``jwks`` (a JWKS
+    document as a mapping or JSON text). Every other setting is a field of
+    :class:`JWTConfig`; pass them as keywords or pass ``config=``.
+
+    ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
+    :class:`TokenRejectedError` subclass. It is safe to call from any number
+    of threads, including on free-threaded Python. ``rotate(...)`` swaps in
+    new keys (and a fresh cache) atomically.
+    """
+
+    __slots__ = ("_cache", "_clock", "_counters", "_engine", "_hook", "config", "verify")
+
+    verify: VerifyFunction
+    config: JWTConfig
+    _engine: _core.Verifier
+    _cache: TokenCache | None
+    _clock: Clock
+    _hook: RejectHook | None
+    _counters: list[int] | None
+
+    def __init__(
+        self,
+        keys: Sequence[Key] | None = None,
+        *,
+        jwks: Mapping[str, Any] | str | bytes | None = None,
+        allow_symmetric: bool = False,
+        audience: str | Sequence[str] | None = None,
+        issuer: str | Sequence[str] | None = None,
+        algorithms: str | Sequence[str] | None = None,
+        leeway: float | None = None,
+        required: Sequence[str] | None = None,
+        typ: str | None = None,
+        max_age: float | None = None,
+        max_token_size: int | None = None,
+        max_depth: int | None = None,
+        cache_size: int | None = None,
+        cache_ttl: float | None = None,
+        cache_key: str | None = None,
+        config: JWTConfig | None = None,
+        clock: Clock | None = None,
+        on_reject: RejectHook | None = None,
+        cache_stats: bool = False,
+    ) -> None:
+        given = {
+            name: value
+            for name, value in (
+                ("audience", audience),
+                ("issuer", issuer),
+                ("algorithms", algorithms),
+                ("leeway", leeway),
+                ("required", required),
+                ("typ", typ),
+                ("max_age", max_age),
+                ("max_token_size", max_token_size),
+                ("max_depth", max_depth),
+                ("cache_size", cache_size),
+                ("cache_ttl", cache_ttl),
+                ("cache_key", cache_key),
+            )
+            if value is not None
+        }
+        if config is not None:
+            if given:
+                raise ConfigurationError(
+                    "pass either config= or individual settings, not both: "
+                    + ", ".join(sorted(given))
+                )
+        else:
+            config = JWTConfig.build(**given)
+        if clock is not None and not callable(clock):
+            raise ConfigurationError("clock must be a callable returning seconds")
+        if on_reject is not None and not callable(on_reject):
+            raise ConfigurationError("on_reject must be a callable")
+        object.__setattr__(self, "config", config)
+        object.__setattr__(self, "_clock", clock or time.time)
+        object.__setattr__(self, "_hook", on_reject)
+        object.__setattr__(self, "_counters", [0, 0] if cache_stats else None)
+        self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("JWTVerifier is immutable; use rotate() to change keys")
+
+    @classmethod
+    def from_env(
+        cls,
+        keys: Sequence[Key] | None = None,
+        *,
+        jwks: Mapping[str, Any] | str | bytes | None = None,
+        environ: Mapping[str, str] | None = None,
+        prefix: str = ENV_PREFIX,
+        allow_key_material_from_env: bool = False,
+        **options: Any,
+    ) -> JWTVerifier:
+        """Build from ``GRELMICRO_JWT_*`` variables (``AUDIENCE``, ``ISSUER``, ``LEEWAY``...).
+
+        Key material is read from the environment only with
+        ``allow_key_material_from_env=True``: ``{prefix}SECRET`` (with
+        ``SECRET_ALGORITHM``, default HS256, and ``SECRET_KID``),
+        ``{prefix}PUBLIC_KEY`` (PEM, with ``PUBLIC_KEY_ALGORITHM`` and
+        ``PUBLIC_KEY_KID``) or ``{prefix}JWKS`` (JSON text).
+        """
+        source = os.environ if environ is None else environ
+        runtime = {k: options.pop(k) for k in ("clock", "on_reject", "cache_stats") if k in options}
+        config = JWTConfig.from_env(source, prefix=prefix, **options)
+        env_keys: list[Key] = []
+        env_jwks = None
+        material = [n for n in ("SECRET", "PUBLIC_KEY", "JWKS") if prefix + n in source]
+        if material and not allow_key_material_from_env:
+            raise ConfigurationError(
+                "key material found in the environment ("
+                + ", ".join(prefix + n for n in material)
+                + "); pass allow_key_material_from_env=True to use it"
+            )
+        if prefix + "SECRET" in source:
+            env_keys.append(
+                Key.secret(
+                    source[prefix + "SECRET"],
+                    source.get(prefix + "SECRET_ALGORITHM", "HS256"),
+                    kid=source.get(prefix + "SECRET_KID"),
+                )
+            )
+        if prefix + "PUBLIC_KEY" in source:
+            algorithm = source.get(prefix + "PUBLIC_KEY_ALGORITHM")
+            if algorithm is None:
+                raise ConfigurationError(prefix + "PUBLIC_KEY_ALGORITHM is required")
+            env_keys.append(
+                Key.pem(
+                    source[prefix + "PUBLIC_KEY"],
+                    algorithm,
+                    kid=source.get(prefix + "PUBLIC_KEY_KID"),
+                )
+            )
+        if prefix + "JWKS" in source:
+            env_jwks = source[prefix + "JWKS"]
+        all_keys = [*(keys or ()), *env_keys] or None
+        return cls(all_keys, jwks=jwks if jwks is not None else env_jwks, config=config, **runtime)
+
+    def _install(self, key_set: _core.KeySet) -> None:
+        config = self.config
+        try:
+            core = _core.Verifier(key_set, config.policy())
+        except _core.CoreError as exc:
+            _core.raise_translated(exc)
+        cache = TokenCache(config.cache_size, config.cache_ttl) if config.cache_size else None
+        verify = _build_verify(
+            core,
+            cache,
+            config.cache_key,
+            self._clock,
+            config.max_token_size,
+            self._hook,
+            self._counters,
+        )
+        # One reference swap each: a request sees either the old keys or the new.
+        object.__setattr__(self, "_engine", core)
+        object.__setattr__(self, "_cache", cache)
+        object.__setattr__(self, "verify", verify)
+
+    def rotate(
+        self,
+        keys: Sequence[Key] | None = None,
+        *,
+        jwks: Mapping[str, Any] | str | bytes | None = None,
+        allow_symmetric: bool = False,
+    ) -> None:
+        """Replace the keys (and start a fresh cache); the policy stays."""
+        self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+
+    async def verify_async(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
+        """Asynchronous :meth:`verify` (verification itself never blocks on I/O)."""
+        return self.verify(token, now=now)
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """Algorithms accepted by this verifier."""
+        return tuple(self._engine.algorithms)
+
+    def cache_info(self) -> CacheInfo:
+        """Cache counters and size (counters are ``None`` unless ``cache_stats=True``)."""
+        cache = self._cache
+        counters = self._counters
+        return CacheInfo(
+            hits=None if counters is None else counters[0],
+            misses=None if counters is None else counters[1],
+            size=0 if cache is None else len(cache),
+            max_size=self.config.cache_size,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"JWTVerifier(algorithms={list(self.algorithms)!r}, "
+            f"audience={list(self.config.audience)!r}, issuer={list(self.config.issuer)!r})"
+        )
+
+
+def _key_set(
+    keys: Sequence[Key] | None,
+    jwks: Mapping[str, Any] | str | bytes | None,
+    *,
+    allow_symmetric: bool,
+) -> _core.KeySet:
+    cores: list[_core.Key] = []
+    if keys is not None:
+        if isinstance(keys, Key):
+            keys = [keys]
+        for key in keys:
+            if not isinstance(key, Key):
+                raise ConfigurationError("keys must be Key objects (Key.secret, Key.pem, Key.jwk)")
+            cores.append(key._inner)
+    try:
+        if jwks is not None:
+            document = _core.KeySet.from_jwks(
+                jwks_text(jwks), allow_symmetric=bool(allow_symmetric)
+            )
+            for kid, reason in document.skipped:
+                logger.warning("JWKS key %r skipped: %s", kid, reason)
+            if not cores:
+                return document
+            cores.extend(document.keys)
+        if not cores:
+            raise ConfigurationError("no keys: pass keys=[...] or jwks=...")
+        return _core.KeySet(cores)
+    except _core.CoreError as exc:
+        _core.raise_translated(exc)
+
+
+def is_rejection(error: JWTError) -> bool:
+    """Whether ``error`` refuses a token (401) rather than the service (5xx)."""
+    return isinstance(error, TokenRejectedError)

@@ -1,0 +1,181 @@
+"""The error taxonomy of ``grelmicro.jwt``.
+
+Every error derives from :class:`JWTError`. A refused token raises a
+:class:`TokenRejectedError` subclass whose ``reason`` is a stable kebab-case
+string; catch the base class to answer 401, or a subclass to treat one family
+differently. Messages never contain token bytes, signatures or key material.
+
+HTTP answers, as a service guarded by the verifier should give them:
+
+- :class:`TokenRejectedError` and subclasses: 401 with
+  ``WWW-Authenticate: Bearer error="invalid_token"`` (RFC 6750 §3.1).
+- :class:`KeysUnavailableError`: 503; the client is not at fault.
+- :class:`ConfigurationError` and subclasses: raised while building, never
+  while serving; a service that hits one must not start.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AlgorithmNotAllowedError",
+    "ClaimsRejectedError",
+    "ConfigurationError",
+    "ExpiredTokenError",
+    "InvalidAudienceError",
+    "InvalidClaimError",
+    "InvalidIssuerError",
+    "InvalidKeyError",
+    "InvalidSignatureError",
+    "InvalidTokenTypeError",
+    "JWTError",
+    "KeysUnavailableError",
+    "MalformedTokenError",
+    "MissingClaimError",
+    "TokenIssuedInFutureError",
+    "TokenNotYetValidError",
+    "TokenRejectedError",
+    "TokenTooLargeError",
+    "TokenTooOldError",
+    "UnknownKeyError",
+    "UnsupportedTokenError",
+    "WeakKeyError",
+]
+
+
+class JWTError(Exception):
+    """Base class of every error raised by ``grelmicro.jwt``."""
+
+    reason: ClassVar[str] = "error"
+
+    @property
+    def message(self) -> str:
+        """The human-readable message (never token or key material)."""
+        return str(self.args[0]) if self.args else ""
+
+
+class TokenRejectedError(JWTError):
+    """The token was refused. HTTP answer: 401, ``error="invalid_token"``."""
+
+    reason: ClassVar[str] = "rejected"
+
+
+class MalformedTokenError(TokenRejectedError):
+    """Not a compact JWS: segments, base64url, JSON or header shape. HTTP 401."""
+
+    reason = "malformed"
+
+
+class TokenTooLargeError(TokenRejectedError):
+    """Over the configured size or JSON nesting depth. HTTP 401."""
+
+    reason = "too-large"
+
+
+class UnsupportedTokenError(TokenRejectedError):
+    """Uses a JWS feature this verifier refuses (JWE, ``crit``, ``b64``). HTTP 401."""
+
+    reason = "unsupported"
+
+
+class AlgorithmNotAllowedError(TokenRejectedError):
+    """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401."""
+
+    reason = "algorithm"
+
+
+class UnknownKeyError(TokenRejectedError):
+    """No configured key (or more than one) could verify the token. HTTP 401."""
+
+    reason = "unknown-key"
+
+
+class InvalidSignatureError(TokenRejectedError):
+    """The signature does not verify. HTTP 401."""
+
+    reason = "signature"
+
+
+class InvalidTokenTypeError(TokenRejectedError):
+    """The ``typ`` header does not match the policy. HTTP 401."""
+
+    reason = "type"
+
+
+class ClaimsRejectedError(TokenRejectedError):
+    """A registered claim failed the policy (base of the claim errors). HTTP 401."""
+
+    reason = "claims"
+
+
+class ExpiredTokenError(ClaimsRejectedError):
+    """``exp`` has passed. HTTP 401."""
+
+    reason = "expired"
+
+
+class TokenNotYetValidError(ClaimsRejectedError):
+    """``nbf`` is still ahead. HTTP 401."""
+
+    reason = "not-yet-valid"
+
+
+class TokenIssuedInFutureError(ClaimsRejectedError):
+    """``iat`` is in the future. HTTP 401."""
+
+    reason = "issued-in-future"
+
+
+class TokenTooOldError(ClaimsRejectedError):
+    """Issued longer ago than the configured maximum age. HTTP 401."""
+
+    reason = "too-old"
+
+
+class InvalidAudienceError(ClaimsRejectedError):
+    """``aud`` does not match, or is present with no audience configured. HTTP 401."""
+
+    reason = "audience"
+
+
+class InvalidIssuerError(ClaimsRejectedError):
+    """``iss`` is not one of the configured issuers. HTTP 401."""
+
+    reason = "issuer"
+
+
+class MissingClaimError(ClaimsRejectedError):
+    """A required claim is absent. HTTP 401."""
+
+    reason = "missing-claim"
+
+
+class InvalidClaimError(ClaimsRejectedError):
+    """A registered claim has the wrong JSON type. HTTP 401."""
+
+    reason = "invalid-claim"
+
+
+class KeysUnavailableError(JWTError):
+    """No usable verification keys right now. HTTP answer: 503, not 401."""
+
+    reason = "keys-unavailable"
+
+
+class ConfigurationError(JWTError, ValueError):
+    """Invalid configuration, found while building. Never raised while serving."""
+
+    reason = "invalid-config"
+
+
+class InvalidKeyError(ConfigurationError):
+    """A key could not be parsed or does not fit its algorithm."""
+
+    reason = "invalid-key"
+
+
+class WeakKeyError(InvalidKeyError):
+    """A key is too weak to trust (short HMAC secret, RSA under 2048 bits)."""
+
+    reason = "weak-key"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: set-up, linters and type checks,
+# Rust tests, Python tests, the security suite against the built wheel in a
+# fresh virtualenv, the free-threaded run, and the benchmark smoke check.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { printf '\n=== %s\n' "$*"; }
+
+bash scripts/setup.sh
+PY="$ROOT/.venv/bin/python"
+
+log "lint and type checks"
+"$ROOT/.venv/bin/ruff" check .
+"$ROOT/.venv/bin/ruff" format --check .
+"$ROOT/.venv/bin/mypy"
+# The hand-written stub must match the compiled module.
+"$PY" -m mypy.stubtest grelmicro_core._core --mypy-config-file pyproject.toml
+(cd grelmicro-core && cargo fmt --check)
+(cd grelmicro-core && cargo clippy -q --all-targets --no-default-features -- -D warnings)
+(cd grelmicro-core && cargo clippy -q --all-targets -- -D warnings)
+
+log "Rust tests (no Python), Wycheproof vectors included"
+(cd grelmicro-core && cargo test -q --no-default-features)
+
+if [ -x scripts/test-freethreaded.sh ]; then
+    log "free-threaded CPython"
+    bash scripts/test-freethreaded.sh
+fi
+
+if [ -x scripts/test-security.sh ]; then
+    log "security suite against the built wheel"
+    bash scripts/test-security.sh
+fi
+
+if [ -f bench/run.py ]; then
+    log "benchmark smoke check (correctness of every lane, no timing assertions)"
+    "$PY" bench/run.py --smoke
+fi
+
+log "Python tests"
+"$PY" -m pytest -q
