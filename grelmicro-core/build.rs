@@ -14,16 +14,19 @@ fn fnv1a(hash: &mut u64, bytes: &[u8]) {
 fn main() {
     let mut names: Vec<String> = fs::read_dir("src")
         .expect("src directory")
-        .filter_map(|entry| entry.ok())
+        .filter_map(Result::ok)
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".rs"))
+        .filter(|name| Path::new(name).extension().is_some_and(|e| e == "rs"))
         .collect();
     names.sort();
     let mut hash = 0xcbf2_9ce4_8422_2325_u64;
     for name in &names {
         fnv1a(&mut hash, name.as_bytes());
         fnv1a(&mut hash, &[0]);
-        fnv1a(&mut hash, &fs::read(Path::new("src").join(name)).expect("source file"));
+        fnv1a(
+            &mut hash,
+            &fs::read(Path::new("src").join(name)).expect("source file"),
+        );
         fnv1a(&mut hash, &[0]);
     }
     println!("cargo:rustc-env=GRELMICRO_CORE_SOURCE_HASH={hash:016x}");

@@ -57,10 +57,7 @@ fn time_value<B: Builder>(
     )
 }
 
-fn string_value<'j>(
-    jiter: &'j mut Jiter<'_>,
-    name: &str,
-) -> Result<&'j str> {
+fn string_value<'j>(jiter: &'j mut Jiter<'_>, name: &str) -> Result<&'j str> {
     let peek = jiter.peek().map_err(|e| parse_error(&e))?;
     if peek != Peek::String {
         return Err(invalid(name, "a string"));
@@ -74,12 +71,16 @@ fn audience_value<B: Builder>(
     policy: &Policy,
 ) -> Result<(B::Value, bool)> {
     let peek = jiter.peek().map_err(|e| parse_error(&e))?;
-    let matches = |text: &str| policy.audiences.iter().any(|a| a == text);
+    let build = |builder: &mut B, text: &str| -> Result<(B::Value, bool)> {
+        match policy.audiences.iter().position(|a| a == text) {
+            Some(index) => Ok((builder.known(false, index, text)?, true)),
+            None => Ok((builder.string(text)?, false)),
+        }
+    };
     match peek {
         Peek::String => {
             let text = jiter.known_str().map_err(|e| parse_error(&e))?;
-            let ok = matches(text);
-            Ok((builder.string(text)?, ok))
+            build(builder, text)
         }
         Peek::Array => {
             let mut ok = false;
@@ -90,8 +91,9 @@ fn audience_value<B: Builder>(
                     return Err(invalid("aud", "a string or an array of strings"));
                 }
                 let text = jiter.known_str().map_err(|e| parse_error(&e))?;
-                ok |= matches(text);
-                items.push(builder.string(text)?);
+                let (item, matched) = build(builder, text)?;
+                ok |= matched;
+                items.push(item);
                 next = jiter.array_step().map_err(|e| parse_error(&e))?;
             }
             Ok((builder.array(items)?, ok))
@@ -120,7 +122,7 @@ pub fn decode<B: Builder>(
         let slot = REGISTERED.iter().position(|r| *r == text);
         if slot.is_none() && !policy.required_other.is_empty() {
             if let Some(index) = policy.required_other.iter().position(|r| r == text) {
-                seen.other_present |= 1 << index.min(63);
+                seen.other_present |= 1 << index;
             }
         }
         let key = builder.key(text)?;
@@ -136,8 +138,13 @@ pub fn decode<B: Builder>(
             }
             Some(ISS) => {
                 let text = string_value(&mut jiter, "iss")?;
-                seen.issuer_ok = policy.issuers.iter().any(|i| i == text);
-                builder.string(text)?
+                match policy.issuers.iter().position(|i| i == text) {
+                    Some(index) => {
+                        seen.issuer_ok = true;
+                        builder.known(true, index, text)?
+                    }
+                    None => builder.string(text)?,
+                }
             }
             Some(AUD) => {
                 let (member, ok) = audience_value(&mut jiter, builder, policy)?;
@@ -185,7 +192,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         ));
     }
     for (index, name) in policy.required_other.iter().enumerate() {
-        if seen.other_present & (1 << index.min(63)) == 0 {
+        if seen.other_present & (1 << index) == 0 {
             return Err(Error::with(
                 ErrorKind::MissingClaim,
                 format!("token has no {name} claim"),
@@ -194,7 +201,12 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
     }
     let leeway = policy.leeway;
     let has = |index: usize| seen.present & (1 << index) != 0;
-    if has(EXP) && !(now < seen.exp + leeway) {
+    // Each rule is written as the condition that must hold, so a NaN time
+    // (an integer too large to convert) fails it instead of passing.
+    let before_exp = now < seen.exp + leeway;
+    let after_nbf = now >= seen.nbf - leeway;
+    let iat_past = seen.iat <= now + leeway;
+    if has(EXP) && !before_exp {
         return Err(Error::with(
             ErrorKind::Expired,
             format!(
@@ -205,7 +217,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             ),
         ));
     }
-    if has(NBF) && !(now >= seen.nbf - leeway) {
+    if has(NBF) && !after_nbf {
         return Err(Error::with(
             ErrorKind::NotYetValid,
             format!(
@@ -217,7 +229,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         ));
     }
     if has(IAT) {
-        if !(seen.iat <= now + leeway) {
+        if !iat_past {
             return Err(Error::with(
                 ErrorKind::IssuedInFuture,
                 format!(
@@ -229,7 +241,8 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             ));
         }
         if let Some(max_age) = policy.max_age {
-            if !(now - seen.iat <= max_age + leeway) {
+            let young_enough = now - seen.iat <= max_age + leeway;
+            if !young_enough {
                 return Err(Error::with(
                     ErrorKind::TooOld,
                     format!(
@@ -244,10 +257,16 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
     }
     if !policy.issuers.is_empty() {
         if !has(ISS) {
-            return Err(Error::new(ErrorKind::MissingClaim, "token has no iss claim"));
+            return Err(Error::new(
+                ErrorKind::MissingClaim,
+                "token has no iss claim",
+            ));
         }
         if !seen.issuer_ok {
-            return Err(Error::new(ErrorKind::Issuer, "token issuer is not accepted"));
+            return Err(Error::new(
+                ErrorKind::Issuer,
+                "token issuer is not accepted",
+            ));
         }
     }
     if policy.audiences.is_empty() {
@@ -259,7 +278,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     } else {
         if !has(AUD) {
-            return Err(Error::new(ErrorKind::MissingClaim, "token has no aud claim"));
+            return Err(Error::new(
+                ErrorKind::MissingClaim,
+                "token has no aud claim",
+            ));
         }
         if !seen.audience_ok {
             return Err(Error::new(
@@ -295,19 +317,29 @@ mod tests {
         assert!(run(r#"{"exp":100}"#, &p, 99.0).is_ok());
         assert_eq!(kind(r#"{"exp":100}"#, &p, 100.0), ErrorKind::Expired);
         assert!(run(r#"{"exp":100.5}"#, &p, 100.25).is_ok());
-        let lenient = policy(PolicyOptions { leeway: 10.0, ..Default::default() });
+        let lenient = policy(PolicyOptions {
+            leeway: 10.0,
+            ..Default::default()
+        });
         assert!(run(r#"{"exp":100}"#, &lenient, 109.0).is_ok());
         assert_eq!(kind(r#"{"exp":100}"#, &lenient, 110.0), ErrorKind::Expired);
     }
 
     #[test]
     fn nbf_and_iat_boundaries() {
-        let p = policy(PolicyOptions { required: vec![], ..Default::default() });
+        let p = policy(PolicyOptions {
+            required: vec![],
+            ..Default::default()
+        });
         assert!(run(r#"{"nbf":100}"#, &p, 100.0).is_ok());
         assert_eq!(kind(r#"{"nbf":100}"#, &p, 99.0), ErrorKind::NotYetValid);
         assert!(run(r#"{"iat":100}"#, &p, 100.0).is_ok());
         assert_eq!(kind(r#"{"iat":101}"#, &p, 100.0), ErrorKind::IssuedInFuture);
-        let aged = policy(PolicyOptions { required: vec![], max_age: Some(60.0), ..Default::default() });
+        let aged = policy(PolicyOptions {
+            required: vec![],
+            max_age: Some(60.0),
+            ..Default::default()
+        });
         assert!(run(r#"{"iat":100}"#, &aged, 160.0).is_ok());
         assert_eq!(kind(r#"{"iat":100}"#, &aged, 160.5), ErrorKind::TooOld);
         assert_eq!(kind(r#"{}"#, &aged, 100.0), ErrorKind::MissingClaim);
@@ -315,8 +347,17 @@ mod tests {
 
     #[test]
     fn times_must_be_numbers() {
-        let p = policy(PolicyOptions { required: vec![], ..Default::default() });
-        for bad in [r#"{"exp":"100"}"#, r#"{"exp":true}"#, r#"{"nbf":null}"#, r#"{"iat":[1]}"#, r#"{"exp":{}}"#] {
+        let p = policy(PolicyOptions {
+            required: vec![],
+            ..Default::default()
+        });
+        for bad in [
+            r#"{"exp":"100"}"#,
+            r#"{"exp":true}"#,
+            r#"{"nbf":null}"#,
+            r#"{"iat":[1]}"#,
+            r#"{"exp":{}}"#,
+        ] {
             assert_eq!(kind(bad, &p, 0.0), ErrorKind::InvalidClaim, "{bad}");
         }
         assert!(run(r#"{"exp":1e300}"#, &p, 0.0).is_ok());
@@ -338,7 +379,10 @@ mod tests {
         assert_eq!(kind(r#"{"aud":["a",1]}"#, &p, 0.0), ErrorKind::InvalidClaim);
         assert_eq!(kind(r#"{"aud":{"a":1}}"#, &p, 0.0), ErrorKind::InvalidClaim);
         assert_eq!(kind(r#"{}"#, &p, 0.0), ErrorKind::MissingClaim);
-        let none = policy(PolicyOptions { required: vec![], ..Default::default() });
+        let none = policy(PolicyOptions {
+            required: vec![],
+            ..Default::default()
+        });
         assert_eq!(kind(r#"{"aud":"a"}"#, &none, 0.0), ErrorKind::Audience);
         assert!(run(r#"{}"#, &none, 0.0).is_ok());
     }
@@ -353,7 +397,10 @@ mod tests {
         assert!(run(r#"{"iss":"https://i/"}"#, &p, 0.0).is_ok());
         assert_eq!(kind(r#"{"iss":"https://i"}"#, &p, 0.0), ErrorKind::Issuer);
         assert_eq!(kind(r#"{"iss":"HTTPS://I/"}"#, &p, 0.0), ErrorKind::Issuer);
-        assert_eq!(kind(r#"{"iss":["https://i/"]}"#, &p, 0.0), ErrorKind::InvalidClaim);
+        assert_eq!(
+            kind(r#"{"iss":["https://i/"]}"#, &p, 0.0),
+            ErrorKind::InvalidClaim
+        );
         assert_eq!(kind(r#"{}"#, &p, 0.0), ErrorKind::MissingClaim);
     }
 
@@ -367,9 +414,15 @@ mod tests {
         let err = run(r#"{"exp":10,"sub":"u"}"#, &p, 0.0).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::MissingClaim);
         assert!(err.message().contains("tenant"));
-        assert_eq!(kind(r#"{"exp":10,"tenant":1,"sub":5}"#, &p, 0.0), ErrorKind::InvalidClaim);
+        assert_eq!(
+            kind(r#"{"exp":10,"tenant":1,"sub":5}"#, &p, 0.0),
+            ErrorKind::InvalidClaim
+        );
         assert_eq!(kind(r#"[1]"#, &p, 0.0), ErrorKind::Malformed);
-        assert_eq!(kind(r#"{"exp":10,"exp":10}"#, &p, 0.0), ErrorKind::Malformed);
+        assert_eq!(
+            kind(r#"{"exp":10,"exp":10}"#, &p, 0.0),
+            ErrorKind::Malformed
+        );
         assert_eq!(kind(r#"{"exp":10} {}"#, &p, 0.0), ErrorKind::Malformed);
     }
 

@@ -176,9 +176,7 @@ mod tests {
         for kind in ErrorKind::ALL {
             let name = kind.as_str();
             assert!(seen.insert(name), "duplicate kind {name}");
-            assert!(name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b == b'-'));
+            assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
         }
         assert_eq!(seen.len(), ErrorKind::ALL.len());
     }

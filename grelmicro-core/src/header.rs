@@ -8,7 +8,7 @@ use jiter::{Jiter, Peek};
 
 use crate::algorithm::Algorithm;
 use crate::error::{malformed, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, parse_error};
+use crate::json::{duplicate_member, parse_error, value, SkipBuilder};
 
 /// What the verifier needs from a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,8 +20,9 @@ pub struct Header {
 
 const KNOWN: [&str; 5] = ["alg", "kid", "typ", "crit", "b64"];
 
-/// Parses a decoded header (JSON bytes).
-pub fn parse(data: &[u8]) -> Result<Header> {
+/// Parses a decoded header (JSON bytes); nesting deeper than `max_depth`
+/// is refused as too large.
+pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     let mut jiter = Jiter::new(data);
     let peek = jiter.peek().map_err(|e| parse_error(&e))?;
     if peek != Peek::Object {
@@ -56,10 +57,9 @@ pub fn parse(data: &[u8]) -> Result<Header> {
                     return Err(duplicate_member());
                 }
                 others.push(text.to_owned());
-                // Nested values are skipped but still validated as JSON;
-                // depth is bounded by the token size cap.
+                // Other members are validated (duplicates, depth) and dropped.
                 let peek = jiter.peek().map_err(|e| parse_error(&e))?;
-                jiter.known_skip(peek).map_err(|e| parse_error(&e))?;
+                value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
             }
         }
         name = jiter.next_key().map_err(|e| parse_error(&e))?;
@@ -83,14 +83,23 @@ fn read_string(jiter: &mut Jiter<'_>, what: &'static str) -> Result<String> {
 fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
     let peek = jiter.peek().map_err(|e| parse_error(&e))?;
     if peek != Peek::String {
-        return Err(Error::new(ErrorKind::Algorithm, "header alg is not a string"));
+        return Err(Error::new(
+            ErrorKind::Algorithm,
+            "header alg is not a string",
+        ));
     }
     let name = jiter.known_str().map_err(|e| parse_error(&e))?;
     Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
         if name.eq_ignore_ascii_case("none") {
-            Error::new(ErrorKind::Algorithm, "unsecured tokens (alg none) are refused")
+            Error::new(
+                ErrorKind::Algorithm,
+                "unsecured tokens (alg none) are refused",
+            )
         } else {
-            Error::new(ErrorKind::Algorithm, "header alg is not a supported algorithm")
+            Error::new(
+                ErrorKind::Algorithm,
+                "header alg is not a supported algorithm",
+            )
         }
     })
 }
@@ -133,12 +142,16 @@ mod tests {
     use super::*;
 
     fn kind(data: &str) -> ErrorKind {
-        parse(data.as_bytes()).unwrap_err().kind()
+        parse(data.as_bytes(), 64).unwrap_err().kind()
     }
 
     #[test]
     fn reads_alg_kid_typ() {
-        let h = parse(br#"{"alg":"RS256","typ":"JWT","kid":"k1","x5u":"https://x"}"#).unwrap();
+        let h = parse(
+            br#"{"alg":"RS256","typ":"JWT","kid":"k1","x5u":"https://x"}"#,
+            64,
+        )
+        .unwrap();
         assert_eq!(h.alg, Algorithm::RS256);
         assert_eq!(h.kid.as_deref(), Some("k1"));
         assert_eq!(h.typ.as_deref(), Some("JWT"));
@@ -156,21 +169,43 @@ mod tests {
 
     #[test]
     fn crit_and_b64() {
-        assert_eq!(kind(r#"{"alg":"HS256","crit":["exp"]}"#), ErrorKind::Unsupported);
+        assert_eq!(
+            kind(r#"{"alg":"HS256","crit":["exp"]}"#),
+            ErrorKind::Unsupported
+        );
         assert_eq!(kind(r#"{"alg":"HS256","crit":[]}"#), ErrorKind::Malformed);
-        assert_eq!(kind(r#"{"alg":"HS256","crit":"b64"}"#), ErrorKind::Malformed);
+        assert_eq!(
+            kind(r#"{"alg":"HS256","crit":"b64"}"#),
+            ErrorKind::Malformed
+        );
         assert_eq!(kind(r#"{"alg":"HS256","crit":[1]}"#), ErrorKind::Malformed);
-        assert_eq!(kind(r#"{"alg":"HS256","b64":false}"#), ErrorKind::Unsupported);
+        assert_eq!(
+            kind(r#"{"alg":"HS256","b64":false}"#),
+            ErrorKind::Unsupported
+        );
         assert_eq!(kind(r#"{"alg":"HS256","b64":"no"}"#), ErrorKind::Malformed);
-        assert!(parse(br#"{"alg":"HS256","b64":true}"#).is_ok());
+        assert!(parse(br#"{"alg":"HS256","b64":true}"#, 64).is_ok());
     }
 
     #[test]
     fn duplicates_and_shapes() {
-        assert_eq!(kind(r#"{"alg":"HS256","alg":"HS256"}"#), ErrorKind::Malformed);
+        assert_eq!(
+            kind(r#"{"alg":"HS256","alg":"HS256"}"#),
+            ErrorKind::Malformed
+        );
         assert_eq!(kind(r#"{"alg":"HS256","x":1,"x":2}"#), ErrorKind::Malformed);
         assert_eq!(kind(r#"{"alg":"HS256","kid":1}"#), ErrorKind::Malformed);
         assert_eq!(kind(r#"["alg"]"#), ErrorKind::Malformed);
         assert_eq!(kind(r#"{"alg":"HS256"}x"#), ErrorKind::Malformed);
+        assert_eq!(
+            kind(r#"{"alg":"HS256","x":{"y":{"z":1,"z":2}}}"#),
+            ErrorKind::Malformed
+        );
+        let deep = format!(
+            r#"{{"alg":"HS256","x":{}{}}}"#,
+            "[".repeat(70),
+            "]".repeat(70)
+        );
+        assert_eq!(kind(&deep), ErrorKind::TooLarge);
     }
 }

@@ -34,6 +34,12 @@ pub trait Builder {
         value: Self::Value,
     ) -> Result<bool>;
     fn finish_object(&mut self, object: Self::Object) -> Result<Self::Value>;
+    /// A string value equal to a configured issuer (`issuer = true`) or
+    /// audience at `index`; builders may hand out a shared object.
+    fn known(&mut self, issuer: bool, index: usize, text: &str) -> Result<Self::Value> {
+        let _ = (issuer, index);
+        self.string(text)
+    }
     /// Finishes the top-level object of a token payload.
     fn finish_root(&mut self, object: Self::Object) -> Result<Self::Value> {
         self.finish_object(object)
@@ -125,6 +131,53 @@ pub fn document<B: Builder>(data: &[u8], builder: &mut B, max_depth: usize) -> R
     let out = value(&mut jiter, peek, builder, 0, max_depth)?;
     jiter.finish().map_err(|e| parse_error(&e))?;
     Ok(out)
+}
+
+/// Validates and discards values (duplicate names and depth still checked).
+pub struct SkipBuilder;
+
+impl Builder for SkipBuilder {
+    type Value = ();
+    type Key = String;
+    type Object = Vec<String>;
+
+    fn null(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn boolean(&mut self, _: bool) -> Result<()> {
+        Ok(())
+    }
+    fn int(&mut self, _: i64) -> Result<()> {
+        Ok(())
+    }
+    fn big_int(&mut self, _: &BigInt) -> Result<()> {
+        Ok(())
+    }
+    fn float(&mut self, _: f64) -> Result<()> {
+        Ok(())
+    }
+    fn string(&mut self, _: &str) -> Result<()> {
+        Ok(())
+    }
+    fn array(&mut self, _: Vec<()>) -> Result<()> {
+        Ok(())
+    }
+    fn key(&mut self, name: &str) -> Result<String> {
+        Ok(name.to_owned())
+    }
+    fn object(&mut self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    fn insert(&mut self, object: &mut Vec<String>, key: String, (): ()) -> Result<bool> {
+        if object.contains(&key) {
+            return Ok(false);
+        }
+        object.push(key);
+        Ok(true)
+    }
+    fn finish_object(&mut self, _: Vec<String>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A plain Rust JSON value (members keep their order).
@@ -234,8 +287,8 @@ mod tests {
 
     #[test]
     fn integers_stay_exact() {
-        let v = parse(br#"[9223372036854775807,-9223372036854775808,18446744073709551616]"#)
-            .unwrap();
+        let v =
+            parse(br#"[9223372036854775807,-9223372036854775808,18446744073709551616]"#).unwrap();
         assert_eq!(
             v,
             Value::Array(vec![
@@ -259,7 +312,10 @@ mod tests {
     #[test]
     fn depth_is_capped() {
         let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
-        assert_eq!(parse(deep.as_bytes()).unwrap_err().kind(), ErrorKind::TooLarge);
+        assert_eq!(
+            parse(deep.as_bytes()).unwrap_err().kind(),
+            ErrorKind::TooLarge
+        );
         let ok = format!("{}{}", "[".repeat(64), "]".repeat(64));
         assert!(parse(ok.as_bytes()).is_ok());
     }

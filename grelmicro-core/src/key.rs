@@ -198,7 +198,12 @@ impl Key {
         Key::public(pkcs1, algorithm, kid, "RSA")
     }
 
-    fn public(bytes: &[u8], algorithm: Algorithm, kid: Option<String>, kty: &'static str) -> Result<Key> {
+    fn public(
+        bytes: &[u8],
+        algorithm: Algorithm,
+        kid: Option<String>,
+        kty: &'static str,
+    ) -> Result<Key> {
         let verification = algorithm
             .verification()
             .ok_or_else(|| invalid_key("not a public-key algorithm"))?;
@@ -240,7 +245,10 @@ impl Key {
         };
         let required = |name: &'static str| -> Result<Vec<u8>> {
             let value = text(name)?.ok_or_else(|| {
-                Error::with(ErrorKind::InvalidKey, format!("JWK member {name} is missing"))
+                Error::with(
+                    ErrorKind::InvalidKey,
+                    format!("JWK member {name} is missing"),
+                )
             })?;
             token::decode(value.as_bytes()).map_err(|_| {
                 Error::with(
@@ -271,15 +279,20 @@ impl Key {
         let kid = text("kid")?.map(str::to_owned);
         let declared = match text("alg")? {
             None => None,
-            Some(name) => Some(Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
-                invalid_key("JWK alg is not a supported signature algorithm")
-            })?),
+            Some(name) => Some(
+                Algorithm::from_name(name.as_bytes())
+                    .ok_or_else(|| invalid_key("JWK alg is not a supported signature algorithm"))?,
+            ),
         };
         let chosen = match (algorithm, declared) {
             (Some(wanted), Some(own)) if !wanted.accepts(own) => {
                 return Err(Error::with(
                     ErrorKind::InvalidKey,
-                    format!("JWK alg {} differs from the requested {}", own.name(), wanted.name()),
+                    format!(
+                        "JWK alg {} differs from the requested {}",
+                        own.name(),
+                        wanted.name()
+                    ),
                 ))
             }
             (Some(wanted), _) => Some(wanted),
@@ -298,7 +311,9 @@ impl Key {
                 let by_curve = Algorithm::for_curve(crv)
                     .ok_or_else(|| invalid_key("JWK curve is not supported"))?;
                 let algorithm = chosen.unwrap_or(by_curve);
-                if !by_curve.accepts(algorithm) || (kty == "OKP") != (by_curve.family() == Family::Ed25519) {
+                if !by_curve.accepts(algorithm)
+                    || (kty == "OKP") != (by_curve.family() == Family::Ed25519)
+                {
                     return Err(Error::with(
                         ErrorKind::InvalidKey,
                         format!("a {kty} key on {crv} cannot verify {}", algorithm.name()),
@@ -343,7 +358,11 @@ impl Key {
     }
 
     /// Parses one JWK from JSON text.
-    pub fn jwk_json(data: &[u8], algorithm: Option<Algorithm>, allow_symmetric: bool) -> Result<Key> {
+    pub fn jwk_json(
+        data: &[u8],
+        algorithm: Option<Algorithm>,
+        allow_symmetric: bool,
+    ) -> Result<Key> {
         let value = Value::parse(data, 16).map_err(|_| invalid_key("JWK is not valid JSON"))?;
         Key::jwk(&value, algorithm, allow_symmetric)
     }
@@ -430,11 +449,15 @@ mod tests {
         assert_eq!(short.kind(), ErrorKind::WeakKey);
         assert!(!short.message().contains('\u{7}'));
         assert_eq!(
-            Key::secret(&[7; 47], Algorithm::HS384, None).unwrap_err().kind(),
+            Key::secret(&[7; 47], Algorithm::HS384, None)
+                .unwrap_err()
+                .kind(),
             ErrorKind::WeakKey
         );
         assert_eq!(
-            Key::secret(&[7; 64], Algorithm::RS256, None).unwrap_err().kind(),
+            Key::secret(&[7; 64], Algorithm::RS256, None)
+                .unwrap_err()
+                .kind(),
             ErrorKind::InvalidKey
         );
         let pem = b"-----BEGIN PUBLIC KEY-----\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n-----END PUBLIC KEY-----\n";
@@ -448,7 +471,9 @@ mod tests {
             ErrorKind::InvalidKey
         );
         assert_eq!(
-            Key::secret(&[7; 32], Algorithm::HS256, Some(String::new())).unwrap_err().kind(),
+            Key::secret(&[7; 32], Algorithm::HS256, Some(String::new()))
+                .unwrap_err()
+                .kind(),
             ErrorKind::InvalidKey
         );
     }
@@ -458,9 +483,13 @@ mod tests {
         let key = Key::secret(&[1; 32], Algorithm::HS256, None).unwrap();
         let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &[1; 32]), b"msg");
         assert!(key.verify(Algorithm::HS256, b"msg", tag.as_ref()).is_ok());
-        let err = key.verify(Algorithm::HS256, b"msh", tag.as_ref()).unwrap_err();
+        let err = key
+            .verify(Algorithm::HS256, b"msh", tag.as_ref())
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Signature);
-        assert!(key.verify(Algorithm::HS256, b"msg", &tag.as_ref()[..16]).is_err());
+        assert!(key
+            .verify(Algorithm::HS256, b"msg", &tag.as_ref()[..16])
+            .is_err());
     }
 
     #[test]
@@ -471,22 +500,54 @@ mod tests {
             n
         };
         assert!(check_rsa(&n2048, &[0x01, 0x00, 0x01]).is_ok());
-        assert_eq!(check_rsa(&n2048, &[0x03]).unwrap_err().kind(), ErrorKind::WeakKey);
-        assert_eq!(check_rsa(&n2048, &[0x01, 0x00, 0x00]).unwrap_err().kind(), ErrorKind::WeakKey);
-        assert_eq!(check_rsa(&n2048, &[0x01, 0x00, 0x02]).unwrap_err().kind(), ErrorKind::WeakKey);
-        assert_eq!(check_rsa(&n2048[1..], &[0x01, 0x00, 0x01]).unwrap_err().kind(), ErrorKind::WeakKey);
+        assert_eq!(
+            check_rsa(&n2048, &[0x03]).unwrap_err().kind(),
+            ErrorKind::WeakKey
+        );
+        assert_eq!(
+            check_rsa(&n2048, &[0x01, 0x00, 0x00]).unwrap_err().kind(),
+            ErrorKind::WeakKey
+        );
+        assert_eq!(
+            check_rsa(&n2048, &[0x01, 0x00, 0x02]).unwrap_err().kind(),
+            ErrorKind::WeakKey
+        );
+        assert_eq!(
+            check_rsa(&n2048[1..], &[0x01, 0x00, 0x01])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::WeakKey
+        );
     }
 
     #[test]
     fn jwk_refusals() {
         let cases: [(&str, ErrorKind); 8] = [
-            (r#"{"kty":"oct","k":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","alg":"HS256"}"#, ErrorKind::InvalidKey),
-            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","use":"enc"}"#, ErrorKind::InvalidKey),
-            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","key_ops":["sign"]}"#, ErrorKind::InvalidKey),
-            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}"#, ErrorKind::InvalidKey),
+            (
+                r#"{"kty":"oct","k":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","alg":"HS256"}"#,
+                ErrorKind::InvalidKey,
+            ),
+            (
+                r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","use":"enc"}"#,
+                ErrorKind::InvalidKey,
+            ),
+            (
+                r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","key_ops":["sign"]}"#,
+                ErrorKind::InvalidKey,
+            ),
+            (
+                r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA","d":"AA"}"#,
+                ErrorKind::InvalidKey,
+            ),
             (r#"{"kty":"RSA","n":"AQAB","e":"AQAB"}"#, ErrorKind::WeakKey),
-            (r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}"#, ErrorKind::InvalidKey),
-            (r#"{"kty":"OKP","crv":"X25519","x":"AA"}"#, ErrorKind::InvalidKey),
+            (
+                r#"{"kty":"EC","crv":"P-256","x":"AA","y":"AA"}"#,
+                ErrorKind::InvalidKey,
+            ),
+            (
+                r#"{"kty":"OKP","crv":"X25519","x":"AA"}"#,
+                ErrorKind::InvalidKey,
+            ),
             (r#"{"kty":"XYZ"}"#, ErrorKind::InvalidKey),
         ];
         for (text, kind) in cases {

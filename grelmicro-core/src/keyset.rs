@@ -90,7 +90,10 @@ impl KeySet {
         if entries.len() > max_keys {
             return Err(Error::with(
                 ErrorKind::InvalidKey,
-                format!("JWKS holds {} keys, over the limit of {max_keys}", entries.len()),
+                format!(
+                    "JWKS holds {} keys, over the limit of {max_keys}",
+                    entries.len()
+                ),
             ));
         }
         let mut set = KeySet::empty();
@@ -121,6 +124,14 @@ impl KeySet {
     }
 
     fn push(&mut self, key: Arc<Key>) {
+        if key.kid().is_none()
+            && self
+                .kidless
+                .iter()
+                .any(|i| self.keys[*i].same_material(&key))
+        {
+            return; // the same kid-less key twice is one candidate, not two
+        }
         let index = self.keys.len();
         self.algorithms |= accepted_bits(key.algorithm());
         match key.kid() {
@@ -156,17 +167,21 @@ impl KeySet {
 
     /// Picks the key for a token's `kid` and `alg`.
     pub fn select(&self, kid: Option<&str>, alg: Algorithm) -> Result<&Key> {
+        self.select_index(kid, alg).map(|index| &*self.keys[index])
+    }
+
+    /// Like [`KeySet::select`], returning the key's position in [`KeySet::keys`].
+    pub fn select_index(&self, kid: Option<&str>, alg: Algorithm) -> Result<usize> {
         if let Some(kid) = kid {
             match self.by_kid.get(kid) {
                 Some(Slot::One(index)) => {
-                    let key = &self.keys[*index];
-                    if !key.algorithm().accepts(alg) {
+                    if !self.keys[*index].algorithm().accepts(alg) {
                         return Err(Error::new(
                             ErrorKind::Algorithm,
                             "token alg does not match the key its kid names",
                         ));
                     }
-                    return Ok(key);
+                    return Ok(*index);
                 }
                 Some(Slot::Conflict) => {
                     return Err(Error::new(
@@ -179,15 +194,14 @@ impl KeySet {
         }
         let mut found = None;
         for index in &self.kidless {
-            let key = &self.keys[*index];
-            if key.algorithm().accepts(alg) {
+            if self.keys[*index].algorithm().accepts(alg) {
                 if found.is_some() {
                     return Err(Error::new(
                         ErrorKind::UnknownKey,
                         "several keys could verify this token and it names none of them",
                     ));
                 }
-                found = Some(&**key);
+                found = Some(*index);
             }
         }
         found.ok_or(Error::new(
@@ -229,7 +243,10 @@ mod tests {
     #[test]
     fn kid_selects_exactly() {
         let set = KeySet::new(vec![secret(1, Some("a")), secret(2, Some("b"))]).unwrap();
-        assert_eq!(set.select(Some("b"), Algorithm::HS256).unwrap().kid(), Some("b"));
+        assert_eq!(
+            set.select(Some("b"), Algorithm::HS256).unwrap().kid(),
+            Some("b")
+        );
         assert_eq!(
             set.select(Some("c"), Algorithm::HS256).unwrap_err().kind(),
             ErrorKind::UnknownKey
@@ -262,7 +279,12 @@ mod tests {
         let err = KeySet::new(vec![secret(1, Some("a")), secret(2, Some("a"))]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
         // The same key twice is harmless.
-        assert_eq!(KeySet::new(vec![secret(1, Some("a")), secret(1, Some("a"))]).unwrap().len(), 1);
+        assert_eq!(
+            KeySet::new(vec![secret(1, Some("a")), secret(1, Some("a"))])
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(KeySet::new(vec![]).is_err());
     }
 
@@ -281,14 +303,18 @@ mod tests {
         let set = KeySet::from_jwks(doc.as_bytes(), true, 10).unwrap();
         assert!(set.select(Some("ok"), Algorithm::HS256).is_ok());
         assert_eq!(
-            set.select(Some("dup"), Algorithm::HS256).unwrap_err().kind(),
+            set.select(Some("dup"), Algorithm::HS256)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         let kids: Vec<_> = set.skipped().iter().map(|s| s.kid.clone()).collect();
         assert_eq!(kids, vec![Some("dup".to_owned()), Some("bad".to_owned())]);
         // Symmetric keys are refused without the opt-in.
         assert_eq!(
-            KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap_err().kind(),
+            KeySet::from_jwks(doc.as_bytes(), false, 10)
+                .unwrap_err()
+                .kind(),
             ErrorKind::InvalidKey
         );
         assert!(KeySet::from_jwks(doc.as_bytes(), true, 3).is_err());

@@ -76,7 +76,10 @@ pub(crate) fn normalise_typ(typ: &str) -> String {
 
 impl Policy {
     pub fn new(options: PolicyOptions) -> Result<Policy> {
-        for (field, values) in [("audience", &options.audiences), ("issuer", &options.issuers)] {
+        for (field, values) in [
+            ("audience", &options.audiences),
+            ("issuer", &options.issuers),
+        ] {
             if values.iter().any(String::is_empty) {
                 return Err(config(format!("{field} values must be non-empty strings")));
             }
@@ -95,7 +98,9 @@ impl Policy {
             }
         };
         if !options.leeway.is_finite() || options.leeway < 0.0 {
-            return Err(config("leeway must be a finite number of seconds >= 0".to_owned()));
+            return Err(config(
+                "leeway must be a finite number of seconds >= 0".to_owned(),
+            ));
         }
         let mut required_registered = 0u8;
         let mut required_other = Vec::new();
@@ -112,9 +117,16 @@ impl Policy {
                 }
             }
         }
+        if required_other.len() > 64 {
+            return Err(config(
+                "required lists more than 64 claims outside the registered set".to_owned(),
+            ));
+        }
         if let Some(age) = options.max_age {
             if !age.is_finite() || age <= 0.0 {
-                return Err(config("max_age must be a positive number of seconds".to_owned()));
+                return Err(config(
+                    "max_age must be a positive number of seconds".to_owned(),
+                ));
             }
             required_registered |= 1 << 2; // a maximum age needs iat
         }
@@ -124,7 +136,9 @@ impl Policy {
             }
         }
         if !(16..=1 << 20).contains(&options.max_token_size) {
-            return Err(config("max_token_size must be between 16 and 1048576 bytes".to_owned()));
+            return Err(config(
+                "max_token_size must be between 16 and 1048576 bytes".to_owned(),
+            ));
         }
         if !(2..=512).contains(&options.max_depth) {
             return Err(config("max_depth must be between 2 and 512".to_owned()));
@@ -151,6 +165,14 @@ impl Policy {
         self.max_depth
     }
 
+    pub fn issuers(&self) -> &[String] {
+        &self.issuers
+    }
+
+    pub fn audiences(&self) -> &[String] {
+        &self.audiences
+    }
+
     pub fn leeway(&self) -> f64 {
         self.leeway
     }
@@ -162,8 +184,14 @@ impl Policy {
         };
         match typ {
             Some(found) if normalise_typ(found) == *expected => Ok(()),
-            Some(_) => Err(Error::new(ErrorKind::Type, "token typ does not match the policy")),
-            None => Err(Error::new(ErrorKind::Type, "token has no typ and the policy requires one")),
+            Some(_) => Err(Error::new(
+                ErrorKind::Type,
+                "token typ does not match the policy",
+            )),
+            None => Err(Error::new(
+                ErrorKind::Type,
+                "token has no typ and the policy requires one",
+            )),
         }
     }
 }
@@ -182,15 +210,69 @@ mod tests {
     #[test]
     fn refusals_name_the_field() {
         let cases: Vec<(PolicyOptions, &str)> = vec![
-            (PolicyOptions { leeway: -1.0, ..Default::default() }, "leeway"),
-            (PolicyOptions { leeway: f64::NAN, ..Default::default() }, "leeway"),
-            (PolicyOptions { algorithms: Some(vec!["none".into()]), ..Default::default() }, "algorithm"),
-            (PolicyOptions { algorithms: Some(vec![]), ..Default::default() }, "algorithms"),
-            (PolicyOptions { audiences: vec![String::new()], ..Default::default() }, "audience"),
-            (PolicyOptions { max_age: Some(0.0), ..Default::default() }, "max_age"),
-            (PolicyOptions { max_token_size: 1, ..Default::default() }, "max_token_size"),
-            (PolicyOptions { max_depth: 1, ..Default::default() }, "max_depth"),
-            (PolicyOptions { typ: Some(String::new()), ..Default::default() }, "typ"),
+            (
+                PolicyOptions {
+                    leeway: -1.0,
+                    ..Default::default()
+                },
+                "leeway",
+            ),
+            (
+                PolicyOptions {
+                    leeway: f64::NAN,
+                    ..Default::default()
+                },
+                "leeway",
+            ),
+            (
+                PolicyOptions {
+                    algorithms: Some(vec!["none".into()]),
+                    ..Default::default()
+                },
+                "algorithm",
+            ),
+            (
+                PolicyOptions {
+                    algorithms: Some(vec![]),
+                    ..Default::default()
+                },
+                "algorithms",
+            ),
+            (
+                PolicyOptions {
+                    audiences: vec![String::new()],
+                    ..Default::default()
+                },
+                "audience",
+            ),
+            (
+                PolicyOptions {
+                    max_age: Some(0.0),
+                    ..Default::default()
+                },
+                "max_age",
+            ),
+            (
+                PolicyOptions {
+                    max_token_size: 1,
+                    ..Default::default()
+                },
+                "max_token_size",
+            ),
+            (
+                PolicyOptions {
+                    max_depth: 1,
+                    ..Default::default()
+                },
+                "max_depth",
+            ),
+            (
+                PolicyOptions {
+                    typ: Some(String::new()),
+                    ..Default::default()
+                },
+                "typ",
+            ),
         ];
         for (options, field) in cases {
             let err = Policy::new(options).unwrap_err();
@@ -201,11 +283,18 @@ mod tests {
 
     #[test]
     fn typ_is_compared_as_a_media_type() {
-        let policy = Policy::new(PolicyOptions { typ: Some("at+jwt".into()), ..Default::default() }).unwrap();
+        let policy = Policy::new(PolicyOptions {
+            typ: Some("at+jwt".into()),
+            ..Default::default()
+        })
+        .unwrap();
         assert!(policy.check_typ(Some("at+jwt")).is_ok());
         assert!(policy.check_typ(Some("AT+JWT")).is_ok());
         assert!(policy.check_typ(Some("application/at+JWT")).is_ok());
-        assert_eq!(policy.check_typ(Some("JWT")).unwrap_err().kind(), ErrorKind::Type);
+        assert_eq!(
+            policy.check_typ(Some("JWT")).unwrap_err().kind(),
+            ErrorKind::Type
+        );
         assert_eq!(policy.check_typ(None).unwrap_err().kind(), ErrorKind::Type);
         let open = Policy::new(PolicyOptions::default()).unwrap();
         assert!(open.check_typ(None).is_ok());

@@ -1,14 +1,35 @@
 //! The verifier: keys plus policy, built once, immutable.
+//!
+//! Tokens from one issuer share their header segment byte for byte, so the
+//! verifier memoises, for a few header segments, what the header decided:
+//! the algorithm and the chosen key. A memo is only written after a token
+//! with that header passed its signature check (forged headers cannot take
+//! the slots), each slot is written once (`OnceLock`), and the memo is a pure
+//! function of immutable state, so sharing it between threads is safe.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::algorithm::Algorithm;
 use crate::claims;
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
+use crate::key::Key;
 use crate::keyset::{algorithm_bit, KeySet};
 use crate::policy::Policy;
 use crate::token;
+
+/// Header segments memoised per verifier.
+const MEMO_SLOTS: usize = 4;
+/// Longer header segments are never memoised.
+const MEMO_MAX_HEADER: usize = 512;
+
+#[derive(Debug)]
+struct HeaderMemo {
+    segment: Box<[u8]>,
+    alg: Algorithm,
+    key: usize,
+}
 
 /// Everything needed to check a token, fixed at construction.
 #[derive(Debug)]
@@ -16,6 +37,7 @@ pub struct Verifier {
     keys: Arc<KeySet>,
     policy: Arc<Policy>,
     allowed: u32,
+    memo: [OnceLock<HeaderMemo>; MEMO_SLOTS],
 }
 
 impl Verifier {
@@ -32,6 +54,7 @@ impl Verifier {
             keys,
             policy,
             allowed,
+            memo: Default::default(),
         })
     }
 
@@ -44,15 +67,40 @@ impl Verifier {
     }
 
     /// Whether tokens under `alg` are accepted at all.
-    pub fn allows(&self, alg: crate::Algorithm) -> bool {
+    pub fn allows(&self, alg: Algorithm) -> bool {
         self.allowed & algorithm_bit(alg) != 0
     }
 
-    /// Structure, header, key choice and signature: everything that needs no
-    /// Python objects. Returns the decoded (now authenticated) payload bytes.
-    pub fn authenticate(&self, token: &[u8]) -> Result<Vec<u8>> {
-        let segments = token::split(token, self.policy.max_token_size)?;
-        let header = header::parse(&token::decode(segments.header)?)?;
+    fn recall(&self, segment: &[u8]) -> Option<&HeaderMemo> {
+        for slot in &self.memo {
+            match slot.get() {
+                Some(memo) if *memo.segment == *segment => return Some(memo),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        None
+    }
+
+    fn remember(&self, segment: &[u8], alg: Algorithm, key: usize) {
+        if segment.len() > MEMO_MAX_HEADER {
+            return;
+        }
+        for slot in &self.memo {
+            if slot.get().is_none() {
+                let _ = slot.set(HeaderMemo {
+                    segment: segment.into(),
+                    alg,
+                    key,
+                });
+                return;
+            }
+        }
+    }
+
+    /// Decides algorithm and key from a header segment (no memo).
+    fn decide(&self, segment: &[u8]) -> Result<(Algorithm, usize)> {
+        let header = header::parse(&token::decode(segment)?, self.policy.max_depth)?;
         if !self.allows(header.alg) {
             return Err(Error::new(
                 ErrorKind::Algorithm,
@@ -60,14 +108,37 @@ impl Verifier {
             ));
         }
         self.policy.check_typ(header.typ.as_deref())?;
-        let key = self.keys.select(header.kid.as_deref(), header.alg)?;
+        let key = self.keys.select_index(header.kid.as_deref(), header.alg)?;
+        Ok((header.alg, key))
+    }
+
+    /// Structure, header, key choice and signature: everything that needs no
+    /// Python objects. Returns the decoded (now authenticated) payload bytes.
+    pub fn authenticate(&self, token: &[u8]) -> Result<Vec<u8>> {
+        let segments = token::split(token, self.policy.max_token_size)?;
+        let (alg, index, fresh) = match self.recall(segments.header) {
+            Some(memo) => (memo.alg, memo.key, false),
+            None => {
+                let (alg, index) = self.decide(segments.header)?;
+                (alg, index, true)
+            }
+        };
+        let key: &Key = &self.keys.keys()[index];
         let signature = token::decode(segments.signature)?;
-        key.verify(header.alg, segments.signing_input, &signature)?;
+        key.verify(alg, segments.signing_input, &signature)?;
+        if fresh {
+            self.remember(segments.header, alg, index);
+        }
         token::decode(segments.payload)
     }
 
     /// Decodes an authenticated payload and applies the claim rules.
-    pub fn claims<B: Builder>(&self, payload: &[u8], builder: &mut B, now: f64) -> Result<B::Value> {
+    pub fn claims<B: Builder>(
+        &self,
+        payload: &[u8],
+        builder: &mut B,
+        now: f64,
+    ) -> Result<B::Value> {
         claims::decode(payload, &self.policy, builder, now)
     }
 
@@ -75,5 +146,133 @@ impl Verifier {
     pub fn verify(&self, token: &[u8], now: f64) -> Result<Value> {
         let payload = self.authenticate(token)?;
         self.claims(&payload, &mut ValueBuilder, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyOptions;
+    use aws_lc_rs::hmac;
+
+    fn mint(secret: &[u8], header: &str, payload: &str) -> String {
+        let input = format!(
+            "{}.{}",
+            token::encode(header.as_bytes()),
+            token::encode(payload.as_bytes())
+        );
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret), input.as_bytes());
+        format!("{input}.{}", token::encode(tag.as_ref()))
+    }
+
+    fn verifier(options: PolicyOptions) -> Verifier {
+        let keys = vec![
+            Arc::new(Key::secret(&[1; 32], Algorithm::HS256, Some("a".into())).unwrap()),
+            Arc::new(Key::secret(&[2; 32], Algorithm::HS256, Some("b".into())).unwrap()),
+        ];
+        Verifier::new(
+            Arc::new(KeySet::new(keys).unwrap()),
+            Arc::new(Policy::new(options).unwrap()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn verifies_and_memoises_only_after_a_good_signature() {
+        let v = verifier(PolicyOptions::default());
+        let header = r#"{"alg":"HS256","kid":"a"}"#;
+        let forged = mint(&[9; 32], header, r#"{"exp":10}"#);
+        assert_eq!(
+            v.verify(forged.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Signature
+        );
+        assert!(
+            v.memo[0].get().is_none(),
+            "a forged token must not fill a memo slot"
+        );
+        let good = mint(&[1; 32], header, r#"{"exp":10}"#);
+        assert!(v.verify(good.as_bytes(), 0.0).is_ok());
+        assert!(v.memo[0].get().is_some());
+        // The memoised header still checks the signature with the right key.
+        assert_eq!(
+            v.verify(forged.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Signature
+        );
+        assert!(v.verify(good.as_bytes(), 0.0).is_ok());
+        // Another kid picks another key.
+        let other = mint(&[2; 32], r#"{"alg":"HS256","kid":"b"}"#, r#"{"exp":10}"#);
+        assert!(v.verify(other.as_bytes(), 0.0).is_ok());
+        let swapped = mint(&[1; 32], r#"{"alg":"HS256","kid":"b"}"#, r#"{"exp":10}"#);
+        assert_eq!(
+            v.verify(swapped.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Signature
+        );
+    }
+
+    #[test]
+    fn memo_slots_are_bounded() {
+        let v = verifier(PolicyOptions::default());
+        for i in 0..10 {
+            let header = format!(r#"{{"alg":"HS256","kid":"a","x":{i}}}"#);
+            let token = mint(&[1; 32], &header, r#"{"exp":10}"#);
+            assert!(v.verify(token.as_bytes(), 0.0).is_ok());
+        }
+        assert!(v.memo.iter().all(|slot| slot.get().is_some()));
+        let late = mint(
+            &[1; 32],
+            r#"{"alg":"HS256","kid":"a","x":99}"#,
+            r#"{"exp":10}"#,
+        );
+        assert!(v.verify(late.as_bytes(), 0.0).is_ok());
+    }
+
+    #[test]
+    fn policy_algorithms_limit_the_keys() {
+        let v = verifier(PolicyOptions {
+            algorithms: Some(vec!["HS256".into()]),
+            ..Default::default()
+        });
+        assert!(v.allows(Algorithm::HS256));
+        assert!(!v.allows(Algorithm::RS256));
+        let keys = Arc::new(
+            KeySet::new(vec![Arc::new(
+                Key::secret(&[1; 32], Algorithm::HS256, None).unwrap(),
+            )])
+            .unwrap(),
+        );
+        let policy = Arc::new(
+            Policy::new(PolicyOptions {
+                algorithms: Some(vec!["RS256".into()]),
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        assert_eq!(
+            Verifier::new(keys, policy).unwrap_err().kind(),
+            ErrorKind::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn typ_policy_applies() {
+        let v = verifier(PolicyOptions {
+            typ: Some("at+jwt".into()),
+            ..Default::default()
+        });
+        let ok = mint(
+            &[1; 32],
+            r#"{"alg":"HS256","kid":"a","typ":"at+JWT"}"#,
+            r#"{"exp":10}"#,
+        );
+        assert!(v.verify(ok.as_bytes(), 0.0).is_ok());
+        let bad = mint(
+            &[1; 32],
+            r#"{"alg":"HS256","kid":"a","typ":"JWT"}"#,
+            r#"{"exp":10}"#,
+        );
+        assert_eq!(
+            v.verify(bad.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Type
+        );
     }
 }

@@ -8,8 +8,10 @@ verification, which costs far more) and evict oldest-first, draining entries
 whose deadline has passed before evicting live ones. Nothing ever iterates
 the dict, so its size never costs a request anything.
 
-The deadline is the earlier of the token's ``exp`` and insertion plus the
-TTL; tokens without ``exp`` and rejected tokens are never stored. Key
+The deadline is the earliest of the token's ``exp``, insertion plus the
+TTL and, under a ``max_age`` policy, ``iat + max_age``: a cached token is
+never served past a moment the core would refuse it. Tokens without ``exp``
+and rejected tokens are never stored. Key
 rotation replaces the whole cache.
 """
 
@@ -28,11 +30,12 @@ _DRAIN = 8
 class TokenCache:
     """A bounded map of verified tokens to their claims."""
 
-    __slots__ = ("_entries", "_lock", "_order", "_ttl", "max_size")
+    __slots__ = ("_entries", "_lock", "_max_age", "_order", "_ttl", "max_size")
 
-    def __init__(self, max_size: int, ttl: float) -> None:
+    def __init__(self, max_size: int, ttl: float, max_age: float | None = None) -> None:
         self.max_size = max_size
         self._ttl = ttl
+        self._max_age = max_age
         self._entries: dict[Any, tuple[float, Any]] = {}
         self._order: deque[Any] = deque()
         self._lock = threading.Lock()
@@ -50,13 +53,20 @@ class TokenCache:
         """Length of the insertion-order deque (bounded like the dict)."""
         return len(self._order)
 
-    def store(self, key: Any, claims: Any, exp: object, now: float) -> None:
-        """Remember verified ``claims`` under ``key`` until ``exp`` or now + TTL."""
+    def store(self, key: Any, claims: Any, payload: dict[str, Any], now: float) -> None:
+        """Remember verified ``claims`` (of ``payload``) under ``key`` until their deadline."""
+        exp = payload.get("exp")
         if type(exp) is not int and type(exp) is not float:
-            return  # no exp (or a huge integer): never cached
+            return  # no exp: never cached
         deadline = now + self._ttl
         if exp < deadline:
             deadline = float(exp)
+        if self._max_age is not None:
+            iat = payload.get("iat")
+            if type(iat) is not int and type(iat) is not float:
+                return
+            if iat + self._max_age < deadline:
+                deadline = float(iat + self._max_age)
         if deadline <= now:
             return
         entries = self._entries

@@ -81,7 +81,10 @@ class JWTConfig(BaseModel):
             known = set(_core.algorithms())
             for name in value:  # type: ignore[attr-defined]
                 if name not in known:
-                    raise ValueError(f"unknown or unsupported algorithm {str(name)[:24]!r}")
+                    # The value is not echoed: a secret passed by mistake must not leak.
+                    raise ValueError(
+                        "unknown or unsupported algorithm; expected one of " + ", ".join(sorted(known))
+                    )
         return value
 
     @classmethod

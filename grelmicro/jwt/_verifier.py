@@ -145,7 +145,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                 error = rejected(exc)
                 raise error from None
             claims = Claims(data)
-            store(key, claims, data.get("exp"), now)
+            store(key, claims, data, now)
             return claims
 
         return verify_counted
@@ -172,7 +172,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
             except TypeError:
                 raise guard(token) from None
             claims = Claims(data)
-            store(token, claims, data.get("exp"), now)
+            store(token, claims, data, now)
             return claims
 
         return verify_token_key
@@ -196,7 +196,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
             error = rejected(exc)
             raise error from None
         claims = Claims(data)
-        store(key, claims, data.get("exp"), now)
+        store(key, claims, data, now)
         return claims
 
     return verify_digest_key
@@ -356,7 +356,11 @@ class JWTVerifier:
             core = _core.Verifier(key_set, config.policy())
         except _core.CoreError as exc:
             _core.raise_translated(exc)
-        cache = TokenCache(config.cache_size, config.cache_ttl) if config.cache_size else None
+        cache = (
+            TokenCache(config.cache_size, config.cache_ttl, config.max_age)
+            if config.cache_size
+            else None
+        )
         verify = _build_verify(
             core,
             cache,

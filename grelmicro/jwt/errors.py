@@ -45,7 +45,11 @@ __all__ = [
 
 
 class JWTError(Exception):
-    """Base class of every error raised by ``grelmicro.jwt``."""
+    """Base class of every error raised by ``grelmicro.jwt``.
+
+    Its HTTP answer depends on the subclass: 401 for a refused token, 503 when
+    keys are unavailable, none for configuration errors (raised at build time).
+    """
 
     reason: ClassVar[str] = "error"
 
@@ -170,12 +174,12 @@ class ConfigurationError(JWTError, ValueError):
 
 
 class InvalidKeyError(ConfigurationError):
-    """A key could not be parsed or does not fit its algorithm."""
+    """A key could not be parsed or does not fit its algorithm (raised at build time)."""
 
     reason = "invalid-key"
 
 
 class WeakKeyError(InvalidKeyError):
-    """A key is too weak to trust (short HMAC secret, RSA under 2048 bits)."""
+    """A key is too weak to trust: short HMAC secret, small RSA modulus (raised at build time)."""
 
     reason = "weak-key"
