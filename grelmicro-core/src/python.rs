@@ -546,6 +546,29 @@ fn unverified_header<'py>(
         .call_method0("copy")
 }
 
+/// Decodes an already-authenticated payload (JSON bytes) under `policy` at
+/// `now`, exactly as `Verifier.verify` does after the signature check.
+/// For benchmarks and tests of the JSON path; never a way to skip a signature.
+#[pyfunction]
+fn _decode_payload<'py>(
+    py: Python<'py>,
+    payload: &Bound<'py, PyBytes>,
+    policy: &PyPolicy,
+    now: f64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let shared = |names: &[String]| -> Vec<Py<PyString>> {
+        names.iter().map(|n| PyString::new(py, n).unbind()).collect()
+    };
+    let issuers = shared(policy.inner.issuers());
+    let audiences = shared(policy.inner.audiences());
+    let mut builder = PyBuilder {
+        py,
+        issuers: &issuers,
+        audiences: &audiences,
+    };
+    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(to_py)
+}
+
 /// Every error kind the core can raise, in a stable order.
 #[pyfunction]
 fn error_kinds() -> Vec<&'static str> {
@@ -572,5 +595,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(unverified_header, m)?)?;
     m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(_decode_payload, m)?)?;
     Ok(())
 }

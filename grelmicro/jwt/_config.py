@@ -93,7 +93,10 @@ class JWTConfig(BaseModel):
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
-            raise ConfigurationError(_describe(exc)) from None
+            message = _describe(exc)
+        # Raised outside the handler: pydantic's error holds the input values
+        # (a secret passed by mistake) and must not ride along as __context__.
+        raise ConfigurationError(message)
 
     @classmethod
     def from_env(
