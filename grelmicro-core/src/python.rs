@@ -66,7 +66,9 @@ fn parse_algorithm(name: &str) -> PyResult<Algorithm> {
 /// changed through its values.
 struct PyBuilder<'py, 'a> {
     py: Python<'py>,
-    /// The configured issuers and audiences as Python strings, built once.
+    /// The configured issuers and audiences as Python strings, built once
+    /// and interned (immortal on 3.12+, so threads sharing them never
+    /// contend on their reference counts).
     issuers: &'a [Py<PyString>],
     audiences: &'a [Py<PyString>],
 }
@@ -457,7 +459,7 @@ impl PyVerifier {
         let shared = |names: &[String]| -> Vec<Py<PyString>> {
             names
                 .iter()
-                .map(|n| PyString::new(py, n).unbind())
+                .map(|n| PyString::intern(py, n).unbind())
                 .collect()
         };
         Ok(PyVerifier {
@@ -557,7 +559,10 @@ fn _decode_payload<'py>(
     now: f64,
 ) -> PyResult<Bound<'py, PyAny>> {
     let shared = |names: &[String]| -> Vec<Py<PyString>> {
-        names.iter().map(|n| PyString::new(py, n).unbind()).collect()
+        names
+            .iter()
+            .map(|n| PyString::intern(py, n).unbind())
+            .collect()
     };
     let issuers = shared(policy.inner.issuers());
     let audiences = shared(policy.inner.audiences());
