@@ -234,7 +234,11 @@ impl Builder for ValueBuilder {
         Ok(Value::Int(value))
     }
     fn big_int(&mut self, value: &BigInt) -> Result<Value> {
-        Ok(Value::BigInt(value.to_string()))
+        // jiter may hand the i64 edges (2^63-1, -2^63) over as big integers.
+        Ok(match i64::try_from(value) {
+            Ok(small) => Value::Int(small),
+            Err(_) => Value::BigInt(value.to_string()),
+        })
     }
     fn float(&mut self, value: f64) -> Result<Value> {
         Ok(Value::Float(value))

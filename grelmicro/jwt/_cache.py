@@ -1,9 +1,11 @@
 """The verified-token cache.
 
 A plain ``dict`` maps a key (the SHA-256 digest of the token by default, or
-the token itself) to ``(deadline, claims)``, and a ``deque`` remembers the
-insertion order. A hit is one ``dict.get`` and a deadline compare: no lock,
-no write, no bookkeeping. Stores take a lock (they follow a full
+the token itself) to ``(deadline, claims, stored_at)``, and a ``deque``
+remembers the insertion order. A hit is one ``dict.get`` and one chained
+compare (``stored_at <= now < deadline``: a clock that goes back, or a
+``now=`` from the past, misses and lets the core decide): no lock, no write,
+no bookkeeping. Stores take a lock (they follow a full
 verification, which costs far more) and evict oldest-first, draining entries
 whose deadline has passed before evicting live ones. Nothing ever iterates
 the dict, so its size never costs a request anything.
@@ -36,12 +38,12 @@ class TokenCache:
         self.max_size = max_size
         self._ttl = ttl
         self._max_age = max_age
-        self._entries: dict[Any, tuple[float, Any]] = {}
+        self._entries: dict[Any, tuple[float, Any, float]] = {}
         self._order: deque[Any] = deque()
         self._lock = threading.Lock()
 
     @property
-    def entries(self) -> dict[Any, tuple[float, Any]]:
+    def entries(self) -> dict[Any, tuple[float, Any, float]]:
         """The underlying dict (read it, never write it: the hot path does)."""
         return self._entries
 
@@ -84,9 +86,9 @@ class TokenCache:
             if key in entries:
                 # Re-verified after its entry was drained by a racing store:
                 # refresh the value, keep one slot in the order.
-                entries[key] = (deadline, claims)
+                entries[key] = (deadline, claims, now)
                 return
-            entries[key] = (deadline, claims)
+            entries[key] = (deadline, claims, now)
             order.append(key)
 
     def clear(self) -> None:

@@ -18,6 +18,7 @@ __all__ = ["Claims"]
 
 T = TypeVar("T")
 
+
 def _thaw(value: Any) -> Any:
     """Deep copy of a decoded JSON value into plain dicts and lists."""
     if isinstance(value, tuple):

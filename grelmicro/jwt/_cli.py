@@ -155,7 +155,7 @@ def demo() -> int:
     flipped = sig[:-2] + ("A" if sig[-2] != "A" else "B") + sig[-1]
     unsecured = _b64(b'{"alg":"none"}')
     cases: list[tuple[str, str | bytes, float | None]] = [
-        ("expired (now = exp)", good, float(payload["exp"])),
+        ("expired (now = exp)", good, float(now + 3600)),
         ("not yet valid", signers[0][1]({**payload, "nbf": now + 600}), None),
         ("wrong audience", signers[0][1]({**payload, "aud": "https://other.example"}), None),
         ("wrong issuer", signers[0][1]({**payload, "iss": "https://evil.example/"}), None),

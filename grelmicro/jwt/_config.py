@@ -73,6 +73,15 @@ class JWTConfig(BaseModel):
 
     _normalise = field_validator("audience", "issuer", "required", mode="before")(_as_tuple)
 
+    @field_validator(
+        "leeway", "max_age", "max_token_size", "max_depth", "cache_size", "cache_ttl", mode="before"
+    )
+    @classmethod
+    def _no_booleans(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not a boolean")  # noqa: TRY004 - pydantic wants ValueError
+        return value
+
     @field_validator("algorithms", mode="before")
     @classmethod
     def _algorithms(cls, value: object) -> object:
@@ -82,9 +91,8 @@ class JWTConfig(BaseModel):
             for name in value:  # type: ignore[attr-defined]
                 if name not in known:
                     # The value is not echoed: a secret passed by mistake must not leak.
-                    raise ValueError(
-                        "unknown or unsupported algorithm; expected one of " + ", ".join(sorted(known))
-                    )
+                    expected = ", ".join(sorted(known))
+                    raise ValueError(f"unknown or unsupported algorithm; expected {expected}")
         return value
 
     @classmethod

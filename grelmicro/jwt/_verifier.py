@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from grelmicro.jwt.errors import (
 __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
 
 logger = logging.getLogger("grelmicro.jwt")
+
+#: Serialises key installation (rare) so concurrent rotations never interleave.
+_ROTATION = threading.Lock()
 
 Clock = Callable[[], float]
 RejectHook = Callable[[TokenRejectedError], None]
@@ -134,7 +138,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                 entry = get(key)
             except (TypeError, core_error):
                 raise guard(token) from None
-            if entry is not None and now < entry[0]:
+            if entry is not None and entry[2] <= now < entry[0]:
                 counters[0] += 1
                 claims: Claims = entry[1]
                 return claims
@@ -159,7 +163,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                 entry = get(token)
             except TypeError:
                 raise guard(token) from None
-            if entry is not None and now < entry[0]:
+            if entry is not None and entry[2] <= now < entry[0]:
                 hit: Claims = entry[1]
                 return hit
             try:
@@ -187,7 +191,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
         except (TypeError, core_error):
             raise guard(token) from None
         entry = get(key)
-        if entry is not None and now < entry[0]:
+        if entry is not None and entry[2] <= now < entry[0]:
             hit: Claims = entry[1]
             return hit
         try:
@@ -351,6 +355,10 @@ class JWTVerifier:
         return cls(all_keys, jwks=jwks if jwks is not None else env_jwks, config=config, **runtime)
 
     def _install(self, key_set: _core.KeySet) -> None:
+        with _ROTATION:
+            self._install_locked(key_set)
+
+    def _install_locked(self, key_set: _core.KeySet) -> None:
         config = self.config
         try:
             core = _core.Verifier(key_set, config.policy())
@@ -370,7 +378,8 @@ class JWTVerifier:
             self._hook,
             self._counters,
         )
-        # One reference swap each: a request sees either the old keys or the new.
+        # verify is the one reference requests read: they see the old keys or
+        # the new, never a mix. The lock keeps concurrent rotations whole.
         object.__setattr__(self, "_engine", core)
         object.__setattr__(self, "_cache", cache)
         object.__setattr__(self, "verify", verify)

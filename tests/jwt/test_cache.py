@@ -1,0 +1,438 @@
+"""The verified-token cache: deadlines, what is stored, eviction, keys, rotation.
+
+Time moves through ``now=``; the cache's dict and deque are inspected
+through the verifier's private ``_cache`` (the only way to see what it holds).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from minting import NOW, SECRET, SigningKey, tamper
+
+from grelmicro.jwt import (
+    Claims,
+    ExpiredTokenError,
+    InvalidAudienceError,
+    InvalidSignatureError,
+    JWTVerifier,
+    Key,
+    TokenNotYetValidError,
+    TokenRejectedError,
+    TokenTooOldError,
+)
+from grelmicro.jwt import _core as core_bridge
+from grelmicro.jwt._cache import TokenCache
+
+
+def cache_of(verifier: JWTVerifier) -> TokenCache:
+    cache = verifier._cache
+    assert cache is not None
+    return cache
+
+
+def entry_for(verifier: JWTVerifier, token: str) -> tuple[float, Claims, float] | None:
+    cache = cache_of(verifier)
+    key: object = token if verifier.config.cache_key == "token" else sha256(token)
+    return cache.entries.get(key)
+
+
+def sha256(token: str | bytes) -> bytes:
+    data = token.encode() if isinstance(token, str) else token
+    return hashlib.sha256(data).digest()
+
+
+def strings_reachable_from(root: object) -> list[str | bytes]:
+    """Every str and bytes object reachable from ``root`` through the GC graph."""
+    found: list[str | bytes] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (str, bytes)):
+            found.append(obj)
+            continue
+        stack.extend(gc.get_referents(obj))
+        if type(obj) is dict:
+            stack.extend(obj)  # str keys are not reported by the GC traversal
+    return found
+
+
+@pytest.fixture(params=["digest", "token"])
+def cache_key(request: pytest.FixtureRequest) -> str:
+    key: str = request.param
+    return key
+
+
+# -- deadline -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exp", "ttl", "deadline"),
+    [
+        pytest.param(NOW + 100, 300, NOW + 100, id="exp-first"),
+        pytest.param(NOW + 1000, 300, NOW + 300, id="ttl-first"),
+        pytest.param(NOW + 300, 300, NOW + 300, id="equal"),
+        pytest.param(NOW + 10.5, 300, NOW + 10.5, id="float-exp"),
+        pytest.param(NOW + 1000, 0.25, NOW + 0.25, id="sub-second-ttl"),
+        pytest.param(10**30, 300, NOW + 300, id="huge-int-exp"),
+    ],
+)
+def test_deadline_is_the_earlier_of_exp_and_ttl(
+    exp: float, ttl: float, deadline: float, cache_key: str, token: Callable[..., str]
+):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_ttl=ttl, cache_key=cache_key)
+    text = token(exp=exp)
+
+    verifier.verify(text, now=NOW)
+
+    entry = entry_for(verifier, text)
+    assert entry is not None
+    assert entry[0] == deadline
+
+
+def test_leeway_does_not_extend_the_deadline(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], leeway=30, cache_stats=True)
+    text = token(exp=NOW + 10)
+
+    first = verifier.verify(text, now=NOW)
+    after_exp = verifier.verify(text, now=NOW + 15)  # still valid thanks to leeway
+
+    entry = entry_for(verifier, text)
+    assert entry is None or entry[0] == NOW + 10
+    assert after_exp is not first
+    assert verifier.cache_info().misses == 2
+
+
+def test_served_before_the_deadline_reverified_after_exp(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key, cache_stats=True)
+    text = token(exp=NOW + 100, sub="u")
+
+    first = verifier.verify(text, now=NOW)
+    just_before = verifier.verify(text, now=NOW + 99.999)
+
+    assert just_before is first  # a hit hands out the cached object
+    with pytest.raises(ExpiredTokenError):
+        verifier.verify(text, now=NOW + 100)
+    with pytest.raises(ExpiredTokenError):
+        verifier.verify(text, now=NOW + 5000)
+    assert verifier.cache_info().hits == 1
+
+
+def test_reverified_after_the_ttl(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier(
+        [Key.secret(SECRET)], cache_key=cache_key, cache_ttl=60, cache_stats=True
+    )
+    text = token(exp=NOW + 1000)
+
+    first = verifier.verify(text, now=NOW)
+    hit = verifier.verify(text, now=NOW + 59)
+    fresh = verifier.verify(text, now=NOW + 60)
+
+    assert hit is first
+    assert fresh is not first
+    assert fresh == first
+    entry = entry_for(verifier, text)
+    assert entry is not None
+    assert entry[0] == NOW + 120
+    assert (verifier.cache_info().hits, verifier.cache_info().misses) == (1, 2)
+
+
+@pytest.mark.parametrize("leeway", [0, 5])
+def test_cached_entry_never_outlives_max_age(leeway: float, cache_key: str, signer: SigningKey):
+    """A token past ``max_age`` is refused even if it was cached while young."""
+    verifier = JWTVerifier([Key.secret(SECRET)], max_age=60, leeway=leeway, cache_key=cache_key)
+    text = signer.mint({"exp": NOW + 1000, "iat": NOW - 50})
+
+    first = verifier.verify(text, now=NOW)
+
+    entry = entry_for(verifier, text)
+    assert entry is not None
+    assert entry[0] <= NOW + 10 + leeway  # iat + max_age (+ leeway), not exp or the TTL
+    assert verifier.verify(text, now=NOW + 9) is first
+    with pytest.raises(TokenTooOldError):
+        verifier.verify(text, now=NOW + 10.5 + leeway)  # 60.5 s (+ leeway) after iat
+
+
+# -- what is never stored ---------------------------------------------------------------
+
+
+def test_tokens_without_exp_are_never_stored(cache_key: str, signer: SigningKey):
+    verifier = JWTVerifier([Key.secret(SECRET)], required=[], cache_key=cache_key)
+    text = signer.mint({"sub": "forever"})
+
+    first = verifier.verify(text, now=NOW)
+    second = verifier.verify(text, now=NOW)
+
+    assert first == second == {"sub": "forever"}
+    assert first is not second
+    assert len(cache_of(verifier)) == 0
+    assert cache_of(verifier).order_length == 0
+
+
+@pytest.mark.parametrize(
+    "exp",
+    [pytest.param(True, id="bool"), pytest.param(None, id="null"), pytest.param("x", id="str")],
+)
+def test_store_ignores_an_exp_that_is_not_a_number(exp: object):
+    cache = TokenCache(4, 300)
+
+    cache.store(b"k", object(), {"exp": exp}, NOW)
+
+    assert len(cache) == 0
+    assert cache.order_length == 0
+
+
+def test_store_ignores_an_already_passed_deadline():
+    cache = TokenCache(4, 300)
+
+    cache.store(b"k", object(), {"exp": NOW}, NOW)
+    cache.store(b"j", object(), {"exp": NOW - 1}, NOW)
+
+    assert len(cache) == 0
+
+
+def test_rejections_are_never_stored(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], audience="api", cache_key=cache_key)
+    refused = [
+        (token(exp=NOW - 1, aud="api"), ExpiredTokenError),
+        (tamper(token(aud="api")), InvalidSignatureError),
+        (token(aud="other"), InvalidAudienceError),
+    ]
+
+    for text, error in refused:
+        for _ in range(2):
+            with pytest.raises(error):
+                verifier.verify(text, now=NOW)
+
+    assert len(cache_of(verifier)) == 0
+    assert cache_of(verifier).order_length == 0
+
+
+def test_a_rejected_token_is_accepted_once_it_becomes_valid(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)])
+    text = token(nbf=NOW + 10)
+
+    with pytest.raises(TokenNotYetValidError):
+        verifier.verify(text, now=NOW)
+
+    assert verifier.verify(text, now=NOW + 10).get("nbf") == NOW + 10
+    assert len(cache_of(verifier)) == 1
+
+
+# -- eviction ---------------------------------------------------------------------------------
+
+
+def test_eviction_is_fifo_and_bounded(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=3, cache_key=cache_key)
+    tokens = [token(jti=f"t{i}") for i in range(6)]
+    cache = cache_of(verifier)
+
+    for text in tokens:
+        verifier.verify(text, now=NOW)
+        assert len(cache) <= 3
+        assert cache.order_length <= 3
+
+    assert [entry_for(verifier, text) is not None for text in tokens] == [False] * 3 + [True] * 3
+
+
+def test_a_hit_does_not_refresh_the_order(cache_key: str, token: Callable[..., str]):
+    # FIFO, not LRU: a hit writes nothing, so the oldest entry goes first regardless.
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=2, cache_key=cache_key)
+    first, second, third = (token(jti=f"t{i}") for i in range(3))
+    verifier.verify(first, now=NOW)
+    verifier.verify(second, now=NOW)
+    entries_before = dict(cache_of(verifier).entries)
+
+    verifier.verify(first, now=NOW + 1)  # hit
+
+    assert cache_of(verifier).entries == entries_before
+    verifier.verify(third, now=NOW + 1)
+    assert entry_for(verifier, first) is None
+    assert entry_for(verifier, second) is not None
+    assert entry_for(verifier, third) is not None
+
+
+def test_expired_entries_are_drained_first(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=4, cache_key=cache_key)
+    short_a, short_b = token(exp=NOW + 10, jti="a"), token(exp=NOW + 10, jti="b")
+    long_c, late_d = token(exp=NOW + 1000, jti="c"), token(exp=NOW + 1000, jti="d")
+    for text in (short_a, short_b, long_c):
+        verifier.verify(text, now=NOW)
+
+    verifier.verify(late_d, now=NOW + 20)  # room for it, yet a and b are past their deadline
+
+    cache = cache_of(verifier)
+    assert len(cache) == cache.order_length == 2
+    assert entry_for(verifier, short_a) is None
+    assert entry_for(verifier, short_b) is None
+    assert entry_for(verifier, long_c) is not None
+    assert entry_for(verifier, late_d) is not None
+
+
+def test_cache_size_one(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=1, cache_stats=True)
+    first, second = token(jti="1"), token(jti="2")
+
+    for _ in range(3):
+        verifier.verify(first, now=NOW)
+        verifier.verify(second, now=NOW)
+
+    assert len(cache_of(verifier)) == 1
+    assert verifier.cache_info().hits == 0
+
+
+class NoIterationDict(dict):  # type: ignore[type-arg]
+    """A dict that fails the test if anything walks it."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the cache iterated its dict")
+
+    def keys(self) -> Any:
+        raise AssertionError("the cache iterated its dict")
+
+    def values(self) -> Any:
+        raise AssertionError("the cache iterated its dict")
+
+    def items(self) -> Any:
+        raise AssertionError("the cache iterated its dict")
+
+
+def test_store_and_clear_never_iterate_the_dict():
+    cache = TokenCache(8, 300)
+    cache._entries = NoIterationDict()
+
+    for i in range(50):
+        cache.store(i, object(), {"exp": NOW + (5 if i % 2 else 500)}, NOW + i)
+    size = len(cache)
+    cache.clear()
+
+    assert 0 < size <= 8
+    assert len(cache) == 0
+    assert cache.order_length == 0
+
+
+# -- rotation ---------------------------------------------------------------------------------
+
+
+def test_rotate_replaces_the_cache(cache_key: str, token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key)
+    text = token()
+    verifier.verify(text, now=NOW)
+    old_cache = cache_of(verifier)
+
+    verifier.rotate([Key.secret(SECRET)])
+
+    assert cache_of(verifier) is not old_cache
+    assert len(cache_of(verifier)) == 0
+    assert verifier.cache_info().size == 0
+    assert verifier.verify(text, now=NOW)["exp"] == NOW + 3600
+
+
+# -- keys: digest by default, the token on request ------------------------------------------
+
+
+def test_digest_mode_keys_are_sha256_digests_never_the_token(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)])
+    tokens = [token(jti=str(i)) for i in range(5)]
+
+    for text in tokens:
+        verifier.verify(text, now=NOW)
+        verifier.verify(text.encode(), now=NOW)  # same digest, same entry
+
+    entries = cache_of(verifier).entries
+    assert set(entries) == {sha256(text) for text in tokens}
+    for key, (deadline, claims, _stored_at) in entries.items():
+        assert type(key) is bytes
+        assert len(key) == 32
+        assert isinstance(deadline, float)
+        assert type(claims) is Claims
+    held = strings_reachable_from(cache_of(verifier))
+    for text in tokens:
+        assert text not in held
+        assert text.encode() not in held
+        assert all(text.split(".")[2] not in str(value) for value in held)
+
+
+def test_token_mode_keys_are_the_tokens_as_given(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key="token")
+    text = token()
+
+    verifier.verify(text, now=NOW)
+    verifier.verify(text.encode(), now=NOW)
+
+    assert set(cache_of(verifier).entries) == {text, text.encode()}
+    assert text in strings_reachable_from(cache_of(verifier))  # the walker does see tokens
+    assert "exp" in strings_reachable_from(cache_of(verifier))  # ... and into the claims
+
+
+class DigestCounter:
+    def __init__(self, digest: Callable[[str | bytes], bytes]) -> None:
+        self.digest = digest
+        self.calls = 0
+
+    def __call__(self, data: str | bytes) -> bytes:
+        self.calls += 1
+        return self.digest(data)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected_calls"),
+    [
+        pytest.param({"cache_size": 0}, 0, id="cache-off"),
+        pytest.param({"cache_key": "token"}, 0, id="token-key"),
+        pytest.param({"cache_key": "digest"}, 4, id="digest-key"),
+        pytest.param({"cache_key": "digest", "cache_stats": True}, 4, id="digest-key-counted"),
+    ],
+)
+def test_digest_computed_only_in_digest_mode(
+    settings: dict[str, Any],
+    expected_calls: int,
+    monkeypatch: pytest.MonkeyPatch,
+    token: Callable[..., str],
+):
+    counter = DigestCounter(core_bridge.sha256_digest)
+    monkeypatch.setattr(core_bridge, "sha256_digest", counter)
+    verifier = JWTVerifier([Key.secret(SECRET)], **settings)
+    text = token()
+
+    for _ in range(3):
+        verifier.verify(text, now=NOW)
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(token(exp=NOW - 1), now=NOW)
+
+    assert counter.calls == expected_calls
+
+
+def test_cache_size_zero_holds_nothing(token: Callable[..., str]):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=0)
+    text = token()
+
+    first = verifier.verify(text, now=NOW)
+    second = verifier.verify(text, now=NOW)
+
+    assert verifier._cache is None
+    assert first is not second
+    assert verifier.cache_info().size == 0
+
+
+def test_a_clock_going_back_misses_the_cache_and_lets_the_core_decide(
+    cache_key: str, signer: SigningKey
+):
+    """An entry is served only from its storing time on: an earlier ``now`` re-verifies."""
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key)
+    text = signer.mint({"exp": NOW + 1000, "nbf": NOW - 10})
+
+    first = verifier.verify(text, now=NOW)
+
+    assert verifier.verify(text, now=NOW + 1) is first
+    with pytest.raises(TokenNotYetValidError):
+        verifier.verify(text, now=NOW - 11)

@@ -1,0 +1,80 @@
+"""The imported ``grelmicro_core`` is the one built from this tree.
+
+``grelmicro-core/build.rs`` records an FNV-1a-64 hash of ``src/*.rs``; the
+same hash is computed here from the files on disk. A mismatch means the
+installed wheel is stale (rebuild it) or came from somewhere else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+
+import grelmicro_core
+
+CORE = Path(__file__).resolve().parent.parent / "grelmicro-core"
+
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+MASK = (1 << 64) - 1
+
+
+def _fnv1a(state: int, data: bytes) -> int:
+    for byte in data:
+        state ^= byte
+        state = (state * FNV_PRIME) & MASK
+    return state
+
+
+def source_hash(src: Path) -> str:
+    """The hash build.rs computes: for each ``*.rs`` in ``src`` sorted by name,
+    the name, a zero byte, the contents, a zero byte."""
+    state = FNV_OFFSET
+    for name in sorted(p.name for p in src.iterdir() if p.name.endswith(".rs")):
+        state = _fnv1a(state, name.encode() + b"\0")
+        state = _fnv1a(state, (src / name).read_bytes() + b"\0")
+    return f"{state:016x}"
+
+
+def expected_version(pyproject: Path) -> str:
+    """``[project] version`` of the core's pyproject.toml."""
+    text = pyproject.read_text(encoding="utf-8")
+    try:
+        toml = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    except ImportError:  # Python 3.10 without tomli
+        toml = None
+    if toml is not None:
+        return str(toml.loads(text)["project"]["version"])
+    project = text.split("[project]", 1)[1].split("\n[", 1)[0]
+    match = re.search(r'^version\s*=\s*"([^"]+)"', project, re.MULTILINE)
+    assert match, "no version in [project]"
+    return match.group(1)
+
+
+def test_fnv1a_matches_the_published_test_vectors() -> None:
+    """Guard for the hash itself (FNV-1a 64-bit reference values)."""
+    assert f"{_fnv1a(FNV_OFFSET, b''):016x}" == "cbf29ce484222325"
+    assert f"{_fnv1a(FNV_OFFSET, b'a'):016x}" == "af63dc4c8601ec8c"
+    assert f"{_fnv1a(FNV_OFFSET, b'foobar'):016x}" == "85944171f73967e8"
+
+
+def test_source_hash_matches_the_tree() -> None:
+    expected = source_hash(CORE / "src")
+
+    assert expected == grelmicro_core.SOURCE_HASH, (
+        f"installed core was built from other sources ({grelmicro_core.SOURCE_HASH}, "
+        f"tree is {expected}): rebuild and reinstall the wheel"
+    )
+
+
+def test_installed_version_is_the_local_build() -> None:
+    expected = expected_version(CORE / "pyproject.toml")
+
+    # A local version label (today "0.9.0+jwt") can never come from a public index.
+    assert "+" in expected
+    assert importlib.metadata.version("grelmicro-core") == expected
+    # The module's own version is the crate's, without the local label.
+    assert grelmicro_core.__version__ == expected.split("+", 1)[0]

@@ -1,0 +1,149 @@
+"""Typical typed use of ``grelmicro.jwt``, checked by ``mypy --strict``.
+
+This file is never run: mypy reads it (it is listed in ``[tool.mypy] files``)
+and fails if the public API stops giving users precise types. Everything is
+wrapped in functions, so importing it has no effect beyond the definitions.
+``assert_type`` pins the type mypy infers at each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+from typing_extensions import assert_type
+
+from grelmicro.jwt import (
+    CacheInfo,
+    Claims,
+    ConfigurationError,
+    ExpiredTokenError,
+    JWTConfig,
+    JWTError,
+    JWTVerifier,
+    Key,
+    KeysUnavailableError,
+    TokenRejectedError,
+    VerifyFunction,
+    unverified_header,
+)
+
+
+class AccessToken(BaseModel):
+    """The claims an endpoint needs, validated by pydantic."""
+
+    sub: str
+    aud: list[str]
+    exp: int
+    scope: str = ""
+
+
+def build_from_keys(secret: bytes, public_pem: str) -> JWTVerifier:
+    """Keys in code plus a full policy."""
+    return JWTVerifier(
+        [
+            Key.secret(secret, "HS256", kid="k1"),
+            Key.pem(public_pem, "RS256"),
+        ],
+        audience="https://api.example.com",
+        issuer=["https://idp.example.com/", "https://idp2.example.com/"],
+        algorithms=["HS256", "RS256"],
+        leeway=5,
+        required=("exp", "sub"),
+        typ="at+jwt",
+        max_age=3600,
+        max_token_size=4096,
+        max_depth=32,
+        cache_size=2048,
+        cache_ttl=120.0,
+        cache_key="digest",
+        clock=lambda: 1_700_000_000.0,
+    )
+
+
+def build_from_jwks(document: Mapping[str, Any] | str) -> JWTVerifier:
+    """A JWKS document given in code, with a rejection hook and counters."""
+
+    def count(error: TokenRejectedError) -> None:
+        assert_type(error.reason, str)
+
+    return JWTVerifier(jwks=document, on_reject=count, cache_stats=True)
+
+
+def build_from_environment(environ: Mapping[str, str], jwk: Mapping[str, Any]) -> JWTVerifier:
+    """Policy from ``GRELMICRO_JWT_*``; the key stays in code."""
+    return JWTVerifier.from_env([Key.jwk(jwk)], environ=environ)
+
+
+def build_from_config() -> JWTVerifier | None:
+    """A validated config object; build errors are ``ConfigurationError``."""
+    try:
+        config = JWTConfig.build(audience="api", leeway=2)
+    except ConfigurationError as exc:
+        assert_type(exc.message, str)
+        return None
+    assert_type(config.audience, tuple[str, ...])
+    assert_type(config.max_age, float | None)
+    return JWTVerifier([Key.secret(b"s" * 32)], config=config)
+
+
+def authenticate(verifier: JWTVerifier, authorization: bytes) -> AccessToken | None:
+    """Verify a header value; read the claims through their typed accessors."""
+    token = authorization.removeprefix(b"Bearer ")
+    try:
+        claims = verifier.verify(token)
+    except ExpiredTokenError:
+        return None
+    except TokenRejectedError as exc:
+        assert_type(exc.reason, str)
+        return None
+    except KeysUnavailableError:
+        raise
+    assert_type(claims, Claims)
+    assert_type(claims["sub"], Any)
+    assert_type(claims.get("tenant"), Any)
+    assert_type(claims.subject, str | None)
+    assert_type(claims.issuer, str | None)
+    assert_type(claims.audience, tuple[str, ...])
+    assert_type(claims.token_id, str | None)
+    assert_type(claims.expires_at, datetime | None)
+    assert_type(claims.issued_at, datetime | None)
+    assert_type(claims.not_before, datetime | None)
+    assert_type(claims.scopes, frozenset[str])
+    assert_type(claims.has_scopes("read", "write"), bool)
+    assert_type(claims.to_dict(), dict[str, Any])
+    mapping: Mapping[str, Any] = claims
+    assert_type(len(mapping), int)
+    return claims.to_model(AccessToken)
+
+
+async def authenticate_async(verifier: JWTVerifier, token: str) -> str | None:
+    """The async front door returns the same ``Claims``."""
+    try:
+        claims = await verifier.verify_async(token, now=1_700_000_000)
+    except JWTError:
+        return None
+    return claims.subject
+
+
+def pinned_time(verifier: JWTVerifier, token: str) -> Claims:
+    """Tests pin the clock per call."""
+    verify: VerifyFunction = verifier.verify
+    return verify(token, now=1_700_000_000.5)
+
+
+def operate(verifier: JWTVerifier, new_jwk: Mapping[str, Any]) -> int | None:
+    """Rotate keys, read the cache counters, inspect a header."""
+    verifier.rotate([Key.jwk(new_jwk)])
+    verifier.rotate(jwks={"keys": [dict(new_jwk)]})
+    info = verifier.cache_info()
+    assert_type(info, CacheInfo)
+    assert_type(info.size, int)
+    assert_type(verifier.algorithms, tuple[str, ...])
+    key = Key.jwk(new_jwk)
+    assert_type(key.kid, str | None)
+    assert_type(key.fingerprint, str)
+    assert_type(unverified_header("a.b.c"), dict[str, object])
+    return info.hits
