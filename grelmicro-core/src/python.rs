@@ -525,6 +525,21 @@ fn sha256_digest<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bou
     Ok(PyBytes::new(py, &digest::sha256(bytes)))
 }
 
+/// The cache key of a token: its SHA-256 digest, after the same size cap
+/// the verifier applies (a huge token is refused before it is hashed).
+#[pyfunction]
+fn _cache_key<'py>(
+    py: Python<'py>,
+    token: &Bound<'py, PyAny>,
+    max_token_size: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+    if bytes.len() > max_token_size {
+        return Err(to_py(token::too_large(bytes.len(), max_token_size)));
+    }
+    Ok(PyBytes::new(py, &digest::sha256(bytes)))
+}
+
 /// The decoded header of a token, WITHOUT any verification (diagnostics only).
 #[pyfunction]
 #[pyo3(signature = (token, *, max_token_size=DEFAULT_MAX_TOKEN_SIZE))]
@@ -601,5 +616,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_payload, m)?)?;
+    m.add_function(wrap_pyfunction!(_cache_key, m)?)?;
     Ok(())
 }

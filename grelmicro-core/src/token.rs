@@ -14,17 +14,19 @@ pub struct Segments<'a> {
     pub signature: &'a [u8],
 }
 
+/// The refusal of a token over the size cap.
+pub fn too_large(length: usize, max_size: usize) -> Error {
+    Error::with(
+        ErrorKind::TooLarge,
+        format!("token is {length} bytes, over the limit of {max_size}"),
+    )
+}
+
 /// Splits a compact JWS, refusing anything that is not exactly three
 /// non-empty segments within `max_size` bytes.
 pub fn split(token: &[u8], max_size: usize) -> Result<Segments<'_>> {
     if token.len() > max_size {
-        return Err(Error::with(
-            ErrorKind::TooLarge,
-            format!(
-                "token is {} bytes, over the limit of {max_size}",
-                token.len()
-            ),
-        ));
+        return Err(too_large(token.len(), max_size));
     }
     if token.is_empty() {
         return Err(malformed("token is empty"));

@@ -25,6 +25,7 @@ try:
         sha256_digest,
         unverified_header,
     )
+    from grelmicro_core._core import _cache_key as cache_key
 except ImportError as exc:  # pragma: no cover - exercised by hand only
     msg = (
         "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
@@ -42,6 +43,7 @@ __all__ = [
     "Verifier",
     "__version__",
     "algorithms",
+    "cache_key",
     "error_kinds",
     "raise_translated",
     "sha256_digest",

@@ -93,7 +93,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
     core_verify = core.verify
     core_error = _core.CoreError
     translate = _core.translate
-    digest = _core.sha256_digest
+    cache_key_of = _core.cache_key
 
     def rejected(exc: _core.CoreError) -> TokenRejectedError:
         error = translate(exc)
@@ -120,7 +120,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
     def guard(token: object) -> TokenRejectedError:
         error: TokenRejectedError
         if isinstance(token, (str, bytes)):
-            error = TokenTooLargeError(f"token is over the limit of {max_size} bytes")
+            error = TokenTooLargeError(f"token is {len(token)} bytes, over the limit of {max_size}")
         else:
             error = _not_a_token()
         _report(error, hook)
@@ -131,12 +131,18 @@ def _build_verify(  # noqa: PLR0917, PLR0915
         def verify_counted(token: str | bytes, /, *, now: float | None = None) -> Claims:
             if now is None:
                 now = clock()
+            key: str | bytes
             try:
-                if len(token) > max_size:
-                    raise guard(token)
-                key = digest(token) if cache_key == "digest" else token
+                if cache_key == "digest":
+                    key = cache_key_of(token, max_size)
+                else:
+                    if len(token) > max_size:
+                        raise guard(token)
+                    key = token
                 entry = get(key)
-            except (TypeError, core_error):
+            except core_error as exc:
+                raise rejected(exc) from None
+            except TypeError:
                 raise guard(token) from None
             if entry is not None and entry[2] <= now < entry[0]:
                 counters[0] += 1
@@ -185,11 +191,9 @@ def _build_verify(  # noqa: PLR0917, PLR0915
         if now is None:
             now = clock()
         try:
-            if len(token) > max_size:
-                raise guard(token)
-            key = digest(token)
-        except (TypeError, core_error):
-            raise guard(token) from None
+            key = cache_key_of(token, max_size)
+        except core_error as exc:
+            raise rejected(exc) from None
         entry = get(key)
         if entry is not None and entry[2] <= now < entry[0]:
             hit: Claims = entry[1]

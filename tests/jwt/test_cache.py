@@ -375,13 +375,13 @@ def test_token_mode_keys_are_the_tokens_as_given(token: Callable[..., str]):
 
 
 class DigestCounter:
-    def __init__(self, digest: Callable[[str | bytes], bytes]) -> None:
+    def __init__(self, digest: Callable[[str | bytes, int], bytes]) -> None:
         self.digest = digest
         self.calls = 0
 
-    def __call__(self, data: str | bytes) -> bytes:
+    def __call__(self, data: str | bytes, max_token_size: int) -> bytes:
         self.calls += 1
-        return self.digest(data)
+        return self.digest(data, max_token_size)
 
 
 @pytest.mark.parametrize(
@@ -399,8 +399,8 @@ def test_digest_computed_only_in_digest_mode(
     monkeypatch: pytest.MonkeyPatch,
     token: Callable[..., str],
 ):
-    counter = DigestCounter(core_bridge.sha256_digest)
-    monkeypatch.setattr(core_bridge, "sha256_digest", counter)
+    counter = DigestCounter(core_bridge.cache_key)
+    monkeypatch.setattr(core_bridge, "cache_key", counter)
     verifier = JWTVerifier([Key.secret(SECRET)], **settings)
     text = token()
 

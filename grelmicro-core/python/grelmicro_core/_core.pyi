@@ -11,6 +11,7 @@ __all__ = [
     "Policy",
     "Verifier",
     "__version__",
+    "_cache_key",
     "_decode_payload",
     "algorithms",
     "error_kinds",
@@ -110,6 +111,9 @@ def sha256_digest(data: str | bytes) -> bytes:
 
 def unverified_header(token: str | bytes, *, max_token_size: int = ...) -> dict[str, Any]:
     """The decoded header of a token, WITHOUT any verification."""
+
+def _cache_key(token: str | bytes, max_token_size: int) -> bytes:
+    """SHA-256 of ``token`` after the size cap (the verified-token cache's key)."""
 
 def _decode_payload(payload: bytes, policy: Policy, now: float) -> dict[str, Any]:
     """Decode an authenticated payload as ``Verifier.verify`` does (benchmarks, tests)."""
