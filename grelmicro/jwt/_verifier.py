@@ -59,7 +59,11 @@ class VerifyFunction(Protocol):
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """A snapshot of the cache: counters (when ``cache_stats=True``) and sizes."""
+    """A snapshot of the cache: counters (when ``cache_stats=True``) and sizes.
+
+    The counters are plain integers bumped without a lock (a hit must not
+    take one), so under concurrent threads they are close, not exact.
+    """
 
     hits: int | None
     misses: int | None
