@@ -715,9 +715,9 @@ const JWS_DEVIATIONS: &[Deviation] = &[
     },
     Deviation {
         tc_id: 373,
-        seen: Seen::Rejected(ErrorKind::Signature),
-        why: "as tcId 372, with the '?' in the payload: the MAC covers the bytes as sent, and the payload \
-              is only decoded after the signature check, so it fails as a signature",
+        seen: Seen::Rejected(ErrorKind::Malformed),
+        why: "as tcId 372, with the '?' in the payload: the payload's base64url is checked (strictly) \
+              before the signature work, so it is malformed",
     },
 ];
 

@@ -113,8 +113,10 @@ def _build_verify(  # noqa: PLR0917, PLR0915
             try:
                 return Claims(core_verify(token, now))
             except core_error as exc:
-                error = rejected(exc)
-            raise error
+                # Raised straight from the handler, never through a local:
+                # a local would tie error -> traceback -> frame -> error into
+                # a reference cycle left for the garbage collector.
+                raise rejected(exc) from None
 
         return verify_uncached
 
@@ -156,8 +158,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
             try:
                 data = core_verify(token, now)
             except core_error as exc:
-                error = rejected(exc)
-                raise error from None
+                raise rejected(exc) from None
             claims = Claims(data)
             store(key, claims, data, now)
             return claims
@@ -181,8 +182,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                     raise guard(token)
                 data = core_verify(token, now)
             except core_error as exc:
-                error = rejected(exc)
-                raise error from None
+                raise rejected(exc) from None
             except TypeError:
                 raise guard(token) from None
             claims = Claims(data)
@@ -205,8 +205,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
         try:
             data = core_verify(token, now)
         except core_error as exc:
-            error = rejected(exc)
-            raise error from None
+            raise rejected(exc) from None
         claims = Claims(data)
         store(key, claims, data, now)
         return claims

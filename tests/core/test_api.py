@@ -168,7 +168,7 @@ def _leak_cases() -> list[tuple[str, dict[str, Any], str]]:
     return [
         (f"{head}.{body}.{flipped}", aud, "signature"),
         (f"{head}.{body}.{mac}=", aud, "malformed"),
-        (f"{head}.{body}x.{mac}", aud, "signature"),
+        (f"{head}.{body}x.{mac}", aud, "malformed"),  # payload base64 is checked first
         (t({**PAYLOAD, "exp": NOW - 1}), aud, "expired"),
         (t({**PAYLOAD, "nbf": NOW + 9}), aud, "not-yet-valid"),
         (t({**PAYLOAD, "iat": NOW + 9}), aud, "issued-in-future"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 from collections.abc import Callable
@@ -1158,3 +1159,19 @@ def test_repr_names_policy_not_keys(make_verifier: Callable[..., JWTVerifier]):
     assert "HS256" in text
     assert "api" in text
     assert "TOPSECRET" not in text
+
+
+@pytest.mark.parametrize("cache_size", [0, 16])
+def test_a_rejection_leaves_no_reference_cycle(cache_size: int):
+    """Refusals are on the hot path of an attack: each must be freed by refcounting alone."""
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=cache_size)
+    forged = tamper(hmac_key().mint({"exp": NOW + 100}))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(200):
+            with pytest.raises(TokenRejectedError):
+                verifier.verify(forged, now=NOW)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

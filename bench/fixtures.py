@@ -1,0 +1,265 @@
+"""Keys and tokens for every lane, made once per run and shared by all runtimes.
+
+The token shape is the canonical one of ``shared/bench-token.md``: compact JSON
+header ``{"alg", "typ", "kid"}``, the typical payload, and larger payloads made
+by adding a list of permission strings. Signing is done here with
+``cryptography`` (no JWT library), so no lane verifies tokens its own library
+produced. Every case also carries the tokens a lane must reject.
+
+Run as a script, it writes the fixtures as JSON (read by the Python workers,
+the Rust binary and the JavaScript lanes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+AUDIENCE = "https://api.example.com"
+ISSUER = "https://issuer.example.com/"
+KID = "k1"
+JTI = "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"
+DEFAULT_MAX_TOKEN = 8192
+BIG_MAX_TOKEN = 65536
+
+HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
+EC_CURVES = {"ES256": (ec.SECP256R1, 32), "ES384": (ec.SECP384R1, 48), "ES512": (ec.SECP521R1, 66)}
+
+# (case name, algorithm, key name, payload size, suite)
+ALG_CASES = [
+    ("HS256", "HS256", "hs-32", "typical", "algs"),
+    ("RS256", "RS256", "rsa-2048", "typical", "algs"),
+    ("PS256", "PS256", "rsa-2048", "typical", "algs"),
+    ("ES256", "ES256", "p-256", "typical", "algs"),
+    ("EdDSA", "EdDSA", "ed25519", "typical", "algs"),
+]
+EXTRA_CASES = [
+    ("HS512", "HS512", "hs-64", "typical", "algs-extra"),
+    ("RS512", "RS512", "rsa-2048", "typical", "algs-extra"),
+    ("RS256 RSA-3072", "RS256", "rsa-3072", "typical", "algs-extra"),
+    ("RS256 RSA-4096", "RS256", "rsa-4096", "typical", "algs-extra"),
+    ("ES384", "ES384", "p-384", "typical", "algs-extra"),
+    ("ES512", "ES512", "p-521", "typical", "algs-extra"),
+]
+SIZE_ALGS = [("HS256", "hs-32"), ("RS256", "rsa-2048"), ("ES256", "p-256")]
+SIZES = {"1KB": 1024, "8KB": 8192, "20KB": 20480}
+SECRET_CASES = [
+    ("HS256 secret 64 B", "HS256", "hs-64", "typical", "secrets"),
+    ("HS256 secret 256 B", "HS256", "hs-256", "typical", "secrets"),
+]
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def compact(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def typical_payload(now: int) -> dict:
+    return {
+        "iss": ISSUER,
+        "sub": "user-1234567890",
+        "aud": AUDIENCE,
+        "iat": now,
+        "nbf": now,
+        "exp": now + 3600,
+        "jti": JTI,
+        "scope": "read:items write:items",
+        "email": "jane.doe@example.com",
+        "name": "Jane Doe",
+        "roles": ["admin", "user"],
+    }
+
+
+def sized_payload(now: int, size: str) -> dict:
+    payload = typical_payload(now)
+    if size == "typical":
+        return payload
+    target = SIZES[size]
+    perms: list[str] = []
+    payload["permissions"] = perms
+    while len(compact(payload)) < target:
+        perms.append(f"https://api.example.com/permissions/items/{len(perms):04d}:read")
+    return payload
+
+
+def make_keys() -> dict:
+    """Private keys by name, plus a second key of each kind for wrong-key tokens."""
+    keys: dict = {}
+    for name, size in (("hs-32", 32), ("hs-64", 64), ("hs-256", 256)):
+        keys[name] = secrets.token_bytes(size)
+        keys[name + "/other"] = secrets.token_bytes(size)
+    for bits in (2048, 3072, 4096):
+        keys[f"rsa-{bits}"] = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+    keys["rsa-2048/other"] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    keys["rsa-3072/other"] = keys["rsa-2048/other"]
+    keys["rsa-4096/other"] = keys["rsa-2048/other"]
+    for name, curve in (("p-256", ec.SECP256R1), ("p-384", ec.SECP384R1), ("p-521", ec.SECP521R1)):
+        keys[name] = ec.generate_private_key(curve())
+        keys[name + "/other"] = ec.generate_private_key(curve())
+    keys["ed25519"] = ed25519.Ed25519PrivateKey.generate()
+    keys["ed25519/other"] = ed25519.Ed25519PrivateKey.generate()
+    return keys
+
+
+def sign(alg: str, key: object, signing_input: bytes) -> bytes:
+    bits = alg[2:]
+    if alg.startswith("HS"):
+        return hmac.new(key, signing_input, getattr(hashlib, f"sha{bits}")).digest()
+    if alg.startswith("RS"):
+        return key.sign(signing_input, padding.PKCS1v15(), HASHES[bits]())
+    if alg.startswith("PS"):
+        pss = padding.PSS(mgf=padding.MGF1(HASHES[bits]()), salt_length=int(bits) // 8)
+        return key.sign(signing_input, pss, HASHES[bits]())
+    if alg.startswith("ES"):
+        der = key.sign(signing_input, ec.ECDSA(HASHES[bits]()))
+        r, s = decode_dss_signature(der)
+        width = EC_CURVES[alg][1]
+        return r.to_bytes(width, "big") + s.to_bytes(width, "big")
+    if alg == "EdDSA":
+        return key.sign(signing_input)
+    raise ValueError(alg)
+
+
+def encode(alg: str, key: object, payload: dict, kid: str = KID) -> str:
+    header = {"alg": alg, "typ": "JWT", "kid": kid}
+    signing_input = f"{b64url(compact(header))}.{b64url(compact(payload))}".encode()
+    return f"{signing_input.decode()}.{b64url(sign(alg, key, signing_input))}"
+
+
+def tamper(token: str) -> str:
+    """Changes one character in the middle of the signature (stays canonical base64url)."""
+    head, sig = token.rsplit(".", 1)
+    mid = len(sig) // 2
+    swap = "A" if sig[mid] != "A" else "B"
+    return f"{head}.{sig[:mid]}{swap}{sig[mid + 1 :]}"
+
+
+def public_material(name: str, key: object) -> dict:
+    """Every form of the public key a lane may need."""
+    if isinstance(key, bytes):
+        return {
+            "kind": "hmac",
+            "secret_b64": base64.b64encode(key).decode(),
+            "jwk": {"kty": "oct", "kid": KID, "k": b64url(key)},
+            "raw_b64": base64.b64encode(key).decode(),
+        }
+    pub = key.public_key()
+    pem = pub.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+    if isinstance(pub, rsa.RSAPublicKey):
+        numbers = pub.public_numbers()
+        n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
+        jwk = {"kty": "RSA", "kid": KID, "use": "sig", "n": b64url(n), "e": b64url(b"\x01\x00\x01")}
+        raw = pub.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.PKCS1)
+        kind = "rsa"
+    elif isinstance(pub, ec.EllipticCurvePublicKey):
+        crv = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}[pub.curve.name]
+        width = (pub.curve.key_size + 7) // 8
+        numbers = pub.public_numbers()
+        jwk = {
+            "kty": "EC",
+            "kid": KID,
+            "use": "sig",
+            "crv": crv,
+            "x": b64url(numbers.x.to_bytes(width, "big")),
+            "y": b64url(numbers.y.to_bytes(width, "big")),
+        }
+        raw = pub.public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        kind = "ec"
+    else:
+        raw = pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        jwk = {"kty": "OKP", "kid": KID, "use": "sig", "crv": "Ed25519", "x": b64url(raw)}
+        kind = "okp"
+    return {
+        "kind": kind,
+        "pem": pem,
+        "jwk": jwk,
+        "raw_b64": base64.b64encode(raw).decode(),
+        "bits": getattr(pub, "key_size", None),
+        "name": name,
+    }
+
+
+def build_case(name: str, alg: str, key_name: str, size: str, suite: str, keys: dict, now: int):
+    key = keys[key_name]
+    other = keys[key_name + "/other"]
+    payload = sized_payload(now, size)
+    expired = dict(payload, iat=now - 7200, nbf=now - 7200, exp=now - 3600)
+    immature = dict(payload, nbf=now + 3600, exp=now + 7200)
+    wrong_aud = dict(payload, aud="https://other.example.com")
+    valid = encode(alg, key, payload)
+    head, _, sig = valid.split(".")
+    tokens = {
+        "valid": valid,
+        "expired": encode(alg, key, expired),
+        "not_yet_valid": encode(alg, key, immature),
+        "wrong_aud": encode(alg, key, wrong_aud),
+        "tampered": tamper(valid),
+        "wrong_key": encode(alg, other, payload),
+        "unknown_kid": encode(alg, other, payload, kid="k9"),
+        "malformed": f"{head}.e30*.{sig}",
+    }
+    return {
+        "name": name,
+        "suite": suite,
+        "alg": alg,
+        "key": key_name,
+        "size": size,
+        "payload": payload,
+        "payload_bytes": len(compact(payload)),
+        "token_bytes": len(valid),
+        "max_token_size": DEFAULT_MAX_TOKEN if len(valid) <= DEFAULT_MAX_TOKEN else BIG_MAX_TOKEN,
+        "tokens": tokens,
+    }
+
+
+def build(now: int | None = None) -> dict:
+    now = int(time.time()) if now is None else now
+    keys = make_keys()
+    cases = [build_case(*spec, keys=keys, now=now) for spec in ALG_CASES + EXTRA_CASES]
+    for alg, key_name in SIZE_ALGS:
+        cases.extend(
+            build_case(f"{alg} {size}", alg, key_name, size, "sizes", keys, now) for size in SIZES
+        )
+    cases.extend(build_case(*spec, keys=keys, now=now) for spec in SECRET_CASES)
+    public = {name: public_material(name, k) for name, k in keys.items() if "/" not in name}
+    return {
+        "now": now,
+        "audience": AUDIENCE,
+        "issuer": ISSUER,
+        "kid": KID,
+        "keys": public,
+        "cases": cases,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    data = build()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=1))
+    print(f"fixtures: {len(data['cases'])} cases -> {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
