@@ -123,6 +123,16 @@ def _build_verify(  # noqa: PLR0917, PLR0915
     get = cache.entries.get
     store = cache.store
 
+    def miss(key: str | bytes, token: str | bytes, now: float) -> Claims:
+        """The slow path: verify in the core, then remember the claims."""
+        try:
+            data = core_verify(token, now)
+        except core_error as exc:
+            raise rejected(exc) from None
+        claims = Claims(data)
+        store(key, claims, data, now)
+        return claims
+
     def guard(token: object) -> TokenRejectedError:
         error: TokenRejectedError
         if isinstance(token, (str, bytes)):
@@ -155,13 +165,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                 claims: Claims = entry[1]
                 return claims
             counters[1] += 1
-            try:
-                data = core_verify(token, now)
-            except core_error as exc:
-                raise rejected(exc) from None
-            claims = Claims(data)
-            store(key, claims, data, now)
-            return claims
+            return miss(key, token, now)
 
         return verify_counted
 
@@ -178,16 +182,12 @@ def _build_verify(  # noqa: PLR0917, PLR0915
                 hit: Claims = entry[1]
                 return hit
             try:
-                if len(token) > max_size:
-                    raise guard(token)
-                data = core_verify(token, now)
-            except core_error as exc:
-                raise rejected(exc) from None
-            except TypeError:
+                too_long = len(token) > max_size
+            except TypeError:  # hashable but not a token: None, 3, 2.5, ...
                 raise guard(token) from None
-            claims = Claims(data)
-            store(token, claims, data, now)
-            return claims
+            if too_long:
+                raise guard(token)
+            return miss(token, token, now)
 
         return verify_token_key
 
@@ -202,13 +202,7 @@ def _build_verify(  # noqa: PLR0917, PLR0915
         if entry is not None and entry[2] <= now < entry[0]:
             hit: Claims = entry[1]
             return hit
-        try:
-            data = core_verify(token, now)
-        except core_error as exc:
-            raise rejected(exc) from None
-        claims = Claims(data)
-        store(key, claims, data, now)
-        return claims
+        return miss(key, token, now)
 
     return verify_digest_key
 
