@@ -31,7 +31,7 @@ from grelmicro_core import Key
 from .mint import Signer, spki_pem
 from .support import NOW, verifier
 
-PHASE_SECONDS = 0.4
+PHASE_SECONDS = 1.0
 MIN_RATIO = 3.0
 
 pytestmark = [
@@ -95,7 +95,9 @@ def test_rsa_4096_verification_releases_the_gil() -> None:
         baseline, _ = progress_during(counter, busy_python)
         during, verifications = progress_during(counter, lambda: check.verify(token, NOW))
 
-    assert verifications >= 50, f"only {verifications} RSA-4096 verifications ran"
+    # Each call waits for the GIL to come back from the counter thread (up to
+    # the 5 ms switch interval), so a loaded machine manages few calls a phase.
+    assert verifications >= 10, f"only {verifications} RSA-4096 verifications ran"
     assert during >= MIN_RATIO * max(baseline, 1), (
         f"the other thread advanced {during} times during {verifications} verifications "
         f"but {baseline} times during a pure-Python loop: the GIL looks held"
