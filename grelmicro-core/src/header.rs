@@ -4,6 +4,8 @@
 //! `x5u`, `jwk` and `x5c` are never used to pick a key: they are read past
 //! like any other member, so a token cannot choose the key that checks it.
 
+use std::collections::HashSet;
+
 use jiter::{Jiter, Peek};
 
 use crate::algorithm::Algorithm;
@@ -32,7 +34,9 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     let mut kid = None;
     let mut typ = None;
     let mut seen = [false; KNOWN.len()];
-    let mut others: Vec<String> = Vec::new();
+    // A set, not a list: a forged header with many members must not cost
+    // quadratic time before the signature is checked.
+    let mut others: HashSet<String> = HashSet::new();
 
     let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
     while let Some(text) = name {
@@ -53,10 +57,9 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
                 }
             }
             None => {
-                if others.iter().any(|o| o == text) {
+                if !others.insert(text.to_owned()) {
                     return Err(duplicate_member());
                 }
-                others.push(text.to_owned());
                 // Other members are validated (duplicates, depth) and dropped.
                 let peek = jiter.peek().map_err(|e| parse_error(&e))?;
                 value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;

@@ -6,6 +6,8 @@
 //! [`Builder`] so the same walk builds Python objects (in `python.rs`) or the
 //! plain Rust [`Value`] used by key parsing and the tests.
 
+use std::collections::HashSet;
+
 use jiter::{Jiter, JiterError, NumberAny, NumberInt, Peek};
 use num_bigint::BigInt;
 
@@ -139,7 +141,7 @@ pub struct SkipBuilder;
 impl Builder for SkipBuilder {
     type Value = ();
     type Key = String;
-    type Object = Vec<String>;
+    type Object = HashSet<String>;
 
     fn null(&mut self) -> Result<()> {
         Ok(())
@@ -165,17 +167,13 @@ impl Builder for SkipBuilder {
     fn key(&mut self, name: &str) -> Result<String> {
         Ok(name.to_owned())
     }
-    fn object(&mut self) -> Result<Vec<String>> {
-        Ok(Vec::new())
+    fn object(&mut self) -> Result<HashSet<String>> {
+        Ok(HashSet::new())
     }
-    fn insert(&mut self, object: &mut Vec<String>, key: String, (): ()) -> Result<bool> {
-        if object.contains(&key) {
-            return Ok(false);
-        }
-        object.push(key);
-        Ok(true)
+    fn insert(&mut self, object: &mut HashSet<String>, key: String, (): ()) -> Result<bool> {
+        Ok(object.insert(key))
     }
-    fn finish_object(&mut self, _: Vec<String>) -> Result<()> {
+    fn finish_object(&mut self, _: HashSet<String>) -> Result<()> {
         Ok(())
     }
 }
@@ -222,7 +220,8 @@ pub struct ValueBuilder;
 impl Builder for ValueBuilder {
     type Value = Value;
     type Key = String;
-    type Object = Vec<(String, Value)>;
+    /// Members in order, plus their names for a linear-time duplicate check.
+    type Object = (Vec<(String, Value)>, HashSet<String>);
 
     fn null(&mut self) -> Result<Value> {
         Ok(Value::Null)
@@ -253,17 +252,17 @@ impl Builder for ValueBuilder {
         Ok(name.to_owned())
     }
     fn object(&mut self) -> Result<Self::Object> {
-        Ok(Vec::new())
+        Ok((Vec::new(), HashSet::new()))
     }
     fn insert(&mut self, object: &mut Self::Object, key: String, value: Value) -> Result<bool> {
-        if object.iter().any(|(k, _)| *k == key) {
+        if !object.1.insert(key.clone()) {
             return Ok(false);
         }
-        object.push((key, value));
+        object.0.push((key, value));
         Ok(true)
     }
     fn finish_object(&mut self, object: Self::Object) -> Result<Value> {
-        Ok(Value::Object(object))
+        Ok(Value::Object(object.0))
     }
 }
 

@@ -63,9 +63,31 @@ fn check_kid(kid: Option<String>) -> Result<Option<String>> {
     }
 }
 
-/// Text that is clearly a public key or a JWK must never become an HMAC secret.
+/// Whether `bytes` is DER of a public key or certificate.
+fn is_public_key_der(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&der::SEQUENCE)
+        && (der::parse_spki(bytes).is_ok()
+            || der::certificate_spki(bytes).is_ok()
+            || der::rsa_components(bytes).is_ok())
+}
+
+/// Whether JSON text is a JWK, a JWKS or a list of JWKs.
+fn is_jwk_json(text: &[u8]) -> bool {
+    let Ok(value) = Value::parse(text, 8) else {
+        return false;
+    };
+    let is_jwk = |v: &Value| v.get("kty").is_some();
+    match &value {
+        Value::Array(items) => items.iter().any(is_jwk),
+        _ => is_jwk(&value) || matches!(value.get("keys"), Some(Value::Array(_))),
+    }
+}
+
+/// A public key must never become an HMAC secret: anyone holding the public
+/// key could then forge tokens. Refused: PEM, SSH and JWK/JWKS text, DER of a
+/// key or certificate, and base64 (either alphabet, any whitespace) of such DER.
 fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
-    let trimmed = secret.trim_ascii_start();
+    let trimmed = secret.trim_ascii();
     const MARKERS: [&[u8]; 6] = [
         b"-----BEGIN",
         b"ssh-rsa ",
@@ -74,17 +96,82 @@ fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
         b"sk-ssh-",
         b"sk-ecdsa-",
     ];
-    if MARKERS.iter().any(|m| trimmed.starts_with(m)) {
+    if MARKERS.iter().any(|m| trimmed.starts_with(m))
+        || secret.windows(10).any(|w| w == b"-----BEGIN")
+    {
         return true;
     }
-    if secret.windows(10).any(|w| w == b"-----BEGIN") {
+    if (trimmed.starts_with(b"{") || trimmed.starts_with(b"[")) && is_jwk_json(trimmed) {
         return true;
     }
-    trimmed.starts_with(b"{")
-        && Value::parse(trimmed, 8)
-            .ok()
-            .and_then(|v| v.get("kty").cloned())
-            .is_some()
+    if is_public_key_der(secret) {
+        return true;
+    }
+    // Base64 of DER (how some identity providers display a key): normalise
+    // the URL-safe alphabet, then decode forgivingly (whitespace, padding).
+    let standard: Vec<u8> = trimmed
+        .iter()
+        .map(|b| match b {
+            b'-' => b'+',
+            b'_' => b'/',
+            other => *other,
+        })
+        .collect();
+    base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_der(&der))
+}
+
+/// Ed25519 public keys of small order (and their non-canonical encodings):
+/// with such a key, a crafted signature verifies for any message. The same
+/// blocklist idea as libsodium's.
+const ED25519_SMALL_ORDER: [[u8; 32]; 14] = {
+    const fn point(first: [u8; 4], middle: u8, last: u8) -> [u8; 32] {
+        let mut out = [middle; 32];
+        out[0] = first[0];
+        out[1] = first[1];
+        out[2] = first[2];
+        out[3] = first[3];
+        out[31] = last;
+        out
+    }
+    const ORDER_8_A: [u8; 32] = [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98,
+        0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53,
+        0xfc, 0x05,
+    ];
+    const ORDER_8_B: [u8; 32] = [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67,
+        0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac,
+        0x03, 0x7a,
+    ];
+    const fn signed(mut p: [u8; 32]) -> [u8; 32] {
+        p[31] |= 0x80;
+        p
+    }
+    [
+        point([0x01, 0, 0, 0], 0x00, 0x00),          // identity (y = 1)
+        point([0x01, 0, 0, 0], 0x00, 0x80),          // identity, sign bit set
+        point([0xec, 0xff, 0xff, 0xff], 0xff, 0x7f), // y = -1 (order 2)
+        point([0xec, 0xff, 0xff, 0xff], 0xff, 0xff), // y = -1, sign bit set
+        point([0x00, 0, 0, 0], 0x00, 0x00),          // y = 0 (order 4)
+        point([0x00, 0, 0, 0], 0x00, 0x80),          // y = 0, other x
+        ORDER_8_A,
+        signed(ORDER_8_A),
+        ORDER_8_B,
+        signed(ORDER_8_B),
+        point([0xed, 0xff, 0xff, 0xff], 0xff, 0x7f), // y = p (non-canonical 0)
+        point([0xed, 0xff, 0xff, 0xff], 0xff, 0xff),
+        point([0xee, 0xff, 0xff, 0xff], 0xff, 0x7f), // y = p + 1 (non-canonical 1)
+        point([0xee, 0xff, 0xff, 0xff], 0xff, 0xff),
+    ]
+};
+
+fn check_ed25519(point: &[u8]) -> Result<()> {
+    if ED25519_SMALL_ORDER.iter().any(|bad| bad[..] == *point) {
+        return Err(invalid_key(
+            "Ed25519 public key has small order (any signature could verify)",
+        ));
+    }
+    Ok(())
 }
 
 impl Key {
@@ -174,7 +261,10 @@ impl Key {
                 }
                 Key::public(info.key, algorithm, kid, "EC")
             }
-            (der::OID_ED25519, Family::Ed25519) => Key::public(info.key, algorithm, kid, "OKP"),
+            (der::OID_ED25519, Family::Ed25519) => {
+                check_ed25519(info.key)?;
+                Key::public(info.key, algorithm, kid, "OKP")
+            }
             (der::OID_RSA_PSS, _) => Err(invalid_key(
                 "RSASSA-PSS-restricted key encodings are not supported; use an rsaEncryption key",
             )),
@@ -324,6 +414,7 @@ impl Key {
                     if x.len() != 32 {
                         return Err(invalid_key("Ed25519 JWK x must be 32 bytes"));
                     }
+                    check_ed25519(&x)?;
                     return Key::public(&x, algorithm, kid, "OKP");
                 }
                 let y = required("y")?;
