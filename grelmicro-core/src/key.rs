@@ -657,6 +657,63 @@ mod tests {
     }
 
     #[test]
+    fn public_key_forms_are_not_hmac_secrets() {
+        // An Ed25519 SPKI (valid DER) in raw, base64 and base64url-with-newlines forms.
+        let mut spki = vec![
+            0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+        ];
+        spki.extend_from_slice(&[0x11; 32]);
+        let standard = base64_simd::STANDARD.encode_to_string(&spki);
+        let wrapped = format!("{}\n{}\n", &standard[..20], &standard[20..]);
+        let url = token::encode(&spki);
+        let jwks = br#"{"keys":[{"kty":"oct","k":"AAAA"}]}"#.to_vec();
+        for secret in [
+            spki.clone(),
+            standard.into_bytes(),
+            wrapped.into_bytes(),
+            url.into_bytes(),
+            jwks,
+        ] {
+            let err = Key::secret(&secret, Algorithm::HS256, None).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidKey);
+        }
+        // Ordinary random-looking secrets stay accepted.
+        assert!(Key::secret(b"0123456789abcdef0123456789abcdef", Algorithm::HS256, None).is_ok());
+        assert!(Key::secret(&[0x30; 40], Algorithm::HS256, None).is_ok());
+    }
+
+    #[test]
+    fn small_order_ed25519_keys_are_refused() {
+        for point in ED25519_SMALL_ORDER {
+            let jwk = format!(
+                r#"{{"kty":"OKP","crv":"Ed25519","x":"{}"}}"#,
+                token::encode(&point)
+            );
+            let err = Key::jwk_json(jwk.as_bytes(), None, false).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidKey);
+            let mut spki = vec![
+                0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+            ];
+            spki.extend_from_slice(&point);
+            assert_eq!(
+                Key::spki(&spki, Algorithm::EdDSA, None).unwrap_err().kind(),
+                ErrorKind::InvalidKey
+            );
+        }
+        // RFC 8032 §7.1, test 1: an ordinary public key still builds.
+        let rfc8032: [u8; 32] = [
+            0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64,
+            0x07, 0x3a, 0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68,
+            0xf7, 0x07, 0x51, 0x1a,
+        ];
+        let jwk = format!(
+            r#"{{"kty":"OKP","crv":"Ed25519","x":"{}"}}"#,
+            token::encode(&rfc8032)
+        );
+        assert!(Key::jwk_json(jwk.as_bytes(), None, false).is_ok());
+    }
+
+    #[test]
     fn ec_point_off_curve_is_refused() {
         let x = token::encode(&[1u8; 32]);
         let y = token::encode(&[2u8; 32]);
