@@ -39,4 +39,8 @@ if [ -f bench/run.py ]; then
 fi
 
 log "Python tests"
+# The free-threaded interpreter set up above also serves tests/core/test_freethreaded.py.
+if [ -x "$ROOT/.ft-venv/bin/python" ]; then
+    export GRELMICRO_FT_PYTHON="$ROOT/.ft-venv/bin/python"
+fi
 "$PY" -m pytest -q
