@@ -82,41 +82,41 @@ impl<'py> Builder for PyBuilder<'py, '_> {
     type Key = Bound<'py, PyString>;
     type Object = Bound<'py, PyDict>;
 
-    fn null(&mut self) -> json_result<Self::Value> {
+    fn null(&mut self) -> BuildResult<Self::Value> {
         Ok(self.py.None().into_bound(self.py))
     }
-    fn boolean(&mut self, value: bool) -> json_result<Self::Value> {
+    fn boolean(&mut self, value: bool) -> BuildResult<Self::Value> {
         Ok(PyBool::new(self.py, value).to_owned().into_any())
     }
-    fn int(&mut self, value: i64) -> json_result<Self::Value> {
+    fn int(&mut self, value: i64) -> BuildResult<Self::Value> {
         Ok(value
             .into_pyobject(self.py)
             .map_err(|e| match e {})?
             .into_any())
     }
-    fn big_int(&mut self, value: &BigInt) -> json_result<Self::Value> {
+    fn big_int(&mut self, value: &BigInt) -> BuildResult<Self::Value> {
         Ok(value.into_pyobject(self.py).map_err(lost)?.into_any())
     }
-    fn float(&mut self, value: f64) -> json_result<Self::Value> {
+    fn float(&mut self, value: f64) -> BuildResult<Self::Value> {
         Ok(PyFloat::new(self.py, value).into_any())
     }
-    fn string(&mut self, value: &str) -> json_result<Self::Value> {
+    fn string(&mut self, value: &str) -> BuildResult<Self::Value> {
         Ok(PyString::new(self.py, value).into_any())
     }
-    fn array(&mut self, items: Vec<Self::Value>) -> json_result<Self::Value> {
+    fn array(&mut self, items: Vec<Self::Value>) -> BuildResult<Self::Value> {
         Ok(PyTuple::new(self.py, items).map_err(lost)?.into_any())
     }
-    fn key(&mut self, name: &str) -> json_result<Self::Key> {
+    fn key(&mut self, name: &str) -> BuildResult<Self::Key> {
         Ok(claim_name(self.py, name))
     }
-    fn known(&mut self, issuer: bool, index: usize, text: &str) -> json_result<Self::Value> {
+    fn known(&mut self, issuer: bool, index: usize, text: &str) -> BuildResult<Self::Value> {
         let list = if issuer { self.issuers } else { self.audiences };
         match list.get(index) {
             Some(shared) => Ok(shared.bind(self.py).clone().into_any()),
             None => self.string(text),
         }
     }
-    fn object(&mut self) -> json_result<Self::Object> {
+    fn object(&mut self) -> BuildResult<Self::Object> {
         Ok(PyDict::new(self.py))
     }
     fn insert(
@@ -124,21 +124,21 @@ impl<'py> Builder for PyBuilder<'py, '_> {
         object: &mut Self::Object,
         key: Self::Key,
         value: Self::Value,
-    ) -> json_result<bool> {
+    ) -> BuildResult<bool> {
         let before = object.len();
         object.set_item(key, value).map_err(lost)?;
         Ok(object.len() > before)
     }
-    fn finish_object(&mut self, object: Self::Object) -> json_result<Self::Value> {
+    fn finish_object(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
         Ok(PyMappingProxy::new(self.py, object.as_mapping()).into_any())
     }
-    fn finish_root(&mut self, object: Self::Object) -> json_result<Self::Value> {
+    fn finish_root(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
         Ok(object.into_any())
     }
 }
 
 #[allow(non_camel_case_types)]
-type json_result<T> = crate::error::Result<T>;
+type BuildResult<T> = crate::error::Result<T>;
 
 /// Claim names repeat from token to token. The common ones are interned
 /// once per process (a match and a reference count instead of a new string,
