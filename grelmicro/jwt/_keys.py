@@ -74,7 +74,7 @@ class Key:
         """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
         if algorithm is not None:
             _check_names(algorithm, None)
-        document = _jwk_text(jwk)
+        document = json_text(jwk, "JWK")
         try:
             return cls(_core.Key.jwk(document, algorithm, allow_symmetric=bool(allow_symmetric)))
         except _core.CoreError as exc:
@@ -105,24 +105,13 @@ class Key:
         return f"Key(algorithm={self.algorithm!r}{kid}, kty={self.kty!r})"
 
 
-def _jwk_text(jwk: object) -> str | bytes:
-    if isinstance(jwk, (str, bytes)):
-        return jwk
-    if isinstance(jwk, Mapping):
+def json_text(document: object, what: str) -> str | bytes:
+    """The JSON text of a JWK or JWKS given as a mapping or as text."""
+    if isinstance(document, (str, bytes)):
+        return document
+    if isinstance(document, Mapping):
         try:
-            return json.dumps(dict(jwk))
+            return json.dumps(dict(document))
         except (TypeError, ValueError):
-            raise InvalidKeyError("JWK holds values that are not JSON") from None
-    raise InvalidKeyError("a JWK must be a mapping or JSON text")
-
-
-def jwks_text(jwks: object) -> str | bytes:
-    """The JSON text of a JWKS given as a mapping or as text."""
-    if isinstance(jwks, (str, bytes)):
-        return jwks
-    if isinstance(jwks, Mapping):
-        try:
-            return json.dumps(dict(jwks))
-        except (TypeError, ValueError):
-            raise InvalidKeyError("JWKS holds values that are not JSON") from None
-    raise InvalidKeyError("a JWKS must be a mapping or JSON text")
+            raise InvalidKeyError(f"{what} holds values that are not JSON") from None
+    raise InvalidKeyError(f"a {what} must be a mapping or JSON text")

@@ -20,7 +20,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, JWTConfig
-from grelmicro.jwt._keys import Key, jwks_text
+from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt.errors import (
     ConfigurationError,
     JWTError,
@@ -439,7 +439,7 @@ def _key_set(
     try:
         if jwks is not None:
             document = _core.KeySet.from_jwks(
-                jwks_text(jwks), allow_symmetric=bool(allow_symmetric)
+                json_text(jwks, "JWKS"), allow_symmetric=bool(allow_symmetric)
             )
             for kid, reason in document.skipped:
                 logger.warning("JWKS key %r skipped: %s", kid, reason)
