@@ -42,6 +42,15 @@ def _rebuild(data: dict[str, Any]) -> Claims:
     return Claims({key: _freeze(item) for key, item in data.items()})
 
 
+def _validate(value: object) -> Claims:
+    """Pydantic's validator: a ``Claims`` passes, a mapping of claims is frozen."""
+    if isinstance(value, Claims):
+        return value
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return _rebuild(dict(value))
+    raise ValueError("claims must be a mapping with string keys")
+
+
 def _time(value: object) -> datetime | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
@@ -202,3 +211,23 @@ class Claims(Mapping[str, Any]):
 
         result: T = msgspec.convert(self.to_dict(), struct)
         return result
+
+    # -- pydantic / FastAPI ------------------------------------------------------
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Let pydantic (and FastAPI) take ``Claims`` as a field or response type.
+
+        A ``Claims`` instance passes as it is; a mapping of claims is frozen
+        into one; output is the plain JSON object (``to_dict()``).
+        """
+        from pydantic_core import core_schema  # noqa: PLC0415 - used by pydantic users only
+
+        mapping = core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
+        return core_schema.no_info_plain_validator_function(
+            _validate,
+            json_schema_input_schema=mapping,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                cls.to_dict, return_schema=mapping
+            ),
+        )
