@@ -37,13 +37,27 @@ if [ ! -x "$DEV_PY" ]; then
 fi
 TAG="$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
 
-log "building the grelmicro-core wheel for $TAG (up to date after scripts/setup.sh)"
-rm -f "$DIST"/grelmicro_core-*-"$TAG"-*.whl
-"$ROOT/.venv/bin/maturin" build --release -q -m "$ROOT/grelmicro-core/Cargo.toml" -i "$PYTHON" -o "$DIST"
+if [ -n "${RELEASE_DIR:-}" ]; then
+    # The release workflow: test the exact files it is about to publish.
+    # Whichever of the two packages is not being released is built here.
+    DIST="$(cd "$RELEASE_DIR" && pwd)"
+    log "testing the release files in $DIST"
+    ls -l "$DIST"
+    if ! ls "$DIST"/grelmicro_core-*-"$TAG"-*manylinux*x86_64*.whl >/dev/null 2>&1; then
+        "$ROOT/.venv/bin/maturin" build --release -q -m "$ROOT/grelmicro-core/Cargo.toml" -i "$PYTHON" -o "$DIST"
+    fi
+    if ! ls "$DIST"/grelmicro-*.whl >/dev/null 2>&1; then
+        "$DEV_PY" -m pip wheel -q --no-deps -w "$DIST" "$ROOT"
+    fi
+else
+    log "building the grelmicro-core wheel for $TAG (up to date after scripts/setup.sh)"
+    rm -f "$DIST"/grelmicro_core-*-"$TAG"-*.whl
+    "$ROOT/.venv/bin/maturin" build --release -q -m "$ROOT/grelmicro-core/Cargo.toml" -i "$PYTHON" -o "$DIST"
 
-log "building the grelmicro wheel"
-rm -f "$DIST"/grelmicro-*.whl
-"$DEV_PY" -m pip wheel -q --no-deps -w "$DIST" "$ROOT"
+    log "building the grelmicro wheel"
+    rm -f "$DIST"/grelmicro-*.whl
+    "$DEV_PY" -m pip wheel -q --no-deps -w "$DIST" "$ROOT"
+fi
 
 log "fresh virtualenv $VENV"
 rm -rf "$VENV"
@@ -54,8 +68,10 @@ VPY="$VENV/bin/python"
 "$VPY" -m pip install -q -c "$ROOT/scripts/requirements-dev.txt" \
     pytest hypothesis cryptography httpx anyio pydantic pydantic-settings
 # Our two packages from dist/ only, never from an index.
+CORE_VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/grelmicro-core/pyproject.toml" | head -n 1)"
+VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n 1)"
 "$VPY" -m pip install -q --no-index --no-deps --find-links "$DIST" \
-    "grelmicro-core==0.9.0+jwt" "grelmicro==0.90.0+jwt"
+    "grelmicro-core==$CORE_VERSION" "grelmicro==$VERSION"
 "$VPY" -m pip check
 (cd "$WORK" && "$VPY" - <<'PY'
 import importlib.metadata as md, grelmicro.jwt, grelmicro_core

@@ -10,15 +10,8 @@ log() { printf '\n=== %s\n' "$*"; }
 bash scripts/setup.sh
 PY="$ROOT/.venv/bin/python"
 
-log "lint and type checks"
-"$ROOT/.venv/bin/ruff" check .
-"$ROOT/.venv/bin/ruff" format --check .
-"$ROOT/.venv/bin/mypy"
-# The hand-written stub must match the compiled module.
-"$PY" -m mypy.stubtest grelmicro_core._core --mypy-config-file pyproject.toml
-(cd grelmicro-core && cargo fmt --check)
-(cd grelmicro-core && cargo clippy -q --all-targets --no-default-features -- -D warnings)
-(cd grelmicro-core && cargo clippy -q --all-targets -- -D warnings)
+log "lint and type checks (ruff, mypy, stubtest, cargo fmt, clippy, workflows)"
+bash scripts/lint.sh
 
 log "Rust tests (no Python), Wycheproof vectors included"
 (cd grelmicro-core && cargo test -q --no-default-features)
