@@ -1,0 +1,155 @@
+"""The README's main job: a FastAPI service guarded by the verifier, shown live.
+
+Everything is embedded: an Ed25519 key is generated at start, its JWKS is
+served on 127.0.0.1, the service (``fastapi_service.py``) runs under uvicorn
+on 127.0.0.1, and an httpx client sends it a valid token, an expired one, a
+wrong-audience one, one lacking the scope and one with a forged signature.
+Each answer is printed: status line, ``WWW-Authenticate`` and body. Then the
+server stops. No network beyond the loopback interface.
+
+Run: ``bash scripts/demo.sh`` (sets up first) or ``python examples/fastapi_demo.py``.
+"""
+
+import asyncio
+import base64
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fastapi_service import build_app
+
+from grelmicro.jwt import JWTVerifier
+
+AUDIENCE = "https://api.demo.local"
+ISSUER = "https://idp.demo.local/"
+KID = "demo-1"
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def public_jwk(key: Ed25519PrivateKey) -> dict[str, str]:
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return {"kty": "OKP", "crv": "Ed25519", "x": b64url(raw), "kid": KID, "alg": "EdDSA"}
+
+
+def mint(key: Ed25519PrivateKey, **claims: Any) -> str:
+    """An EdDSA token signed by ``key`` (header and payload as an issuer writes them)."""
+    header = {"alg": "EdDSA", "typ": "JWT", "kid": KID}
+    parts = [json.dumps(part, separators=(",", ":")).encode() for part in (header, claims)]
+    segments = [b64url(part) for part in parts]
+    signing_input = ".".join(segments).encode()
+    return f"{signing_input.decode()}.{b64url(key.sign(signing_input))}"
+
+
+@contextmanager
+def serve_jwks(document: dict[str, Any]) -> Iterator[str]:
+    """Serve ``document`` at ``http://127.0.0.1:<port>/jwks.json`` from a thread."""
+    body = json.dumps(document).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status = 200 if self.path == "/jwks.json" else 404
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Cache-Control", "max-age=300")
+            self.send_header("Content-Length", str(len(body) if status == 200 else 0))
+            self.end_headers()
+            if status == 200:
+                self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:  # keep the demo output readable
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def build_verifier(jwks_url: str, jwks: dict[str, Any]) -> JWTVerifier:
+    """The verifier of the demo service: keys from the local JWKS URL."""
+    del jwks_url  # until network keys land: the same document, given in code
+    return JWTVerifier(jwks=jwks, audience=AUDIENCE, issuer=ISSUER)
+
+
+def show(title: str, method: str, path: str, response: httpx.Response) -> None:
+    print(f"--- {title}")
+    print(f"{method} {path}")
+    print(f"{response.http_version} {response.status_code} {response.reason_phrase}")
+    print(f"WWW-Authenticate: {response.headers.get('www-authenticate', '(none)')}")
+    print(response.text)
+    print()
+
+
+async def run() -> int:
+    key = Ed25519PrivateKey.generate()
+    forger = Ed25519PrivateKey.generate()  # same kid, different key
+    now = int(time.time())
+    base = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "iat": now, "exp": now + 600}
+    cases = [
+        ("no token", None),
+        ("valid token, scope read:items", mint(key, **base, scope="read:items")),
+        ("expired token", mint(key, **{**base, "exp": now - 60}, scope="read:items")),
+        (
+            "wrong audience",
+            mint(key, **{**base, "aud": "https://other.example"}, scope="read:items"),
+        ),
+        ("token lacking the scope", mint(key, **base, scope="profile")),
+        ("forged signature", mint(forger, **base, scope="read:items")),
+    ]
+
+    with serve_jwks({"keys": [public_jwk(key)]}) as jwks_url:
+        verifier = build_verifier(jwks_url, {"keys": [public_jwk(key)]})
+        app = build_app(verifier)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        serving = asyncio.create_task(server.serve(sockets=[listener]))
+        while not server.started:
+            if serving.done():
+                serving.result()  # start-up failed: raise its error
+                return 1
+            await asyncio.sleep(0.01)
+        print(f"service on http://127.0.0.1:{port} (uvicorn), keys from {jwks_url}\n")
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                show("readiness", "GET", "/ready", await client.get("/ready"))
+                for title, token in cases:
+                    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+                    show(title, "GET", "/items", await client.get("/items", headers=headers))
+        finally:
+            server.should_exit = True
+            await serving
+            listener.close()
+    print("service stopped cleanly")
+    return 0
+
+
+def main() -> int:
+    return asyncio.run(run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

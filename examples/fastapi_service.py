@@ -1,0 +1,54 @@
+"""A small FastAPI service guarded by ``grelmicro.jwt``.
+
+``build_app(verifier)`` is the whole integration: one :class:`JWTBearer`,
+the key lifespan and RFC 9457 problem bodies (``auth.install``), a readiness
+route, and routes guarded with ``Depends``/``Security``. ``fastapi_demo.py``
+runs it under uvicorn with keys generated at start.
+"""
+
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Security, WebSocket
+from pydantic import BaseModel
+
+from grelmicro.jwt import Claims, JWTVerifier
+from grelmicro.jwt.fastapi import JWTBearer
+
+
+class Caller(BaseModel):
+    """The claims this service relies on, typed."""
+
+    sub: str
+    scope: str = ""
+
+
+def build_app(verifier: JWTVerifier) -> FastAPI:
+    """The service: public ``/health``, ``/ready``; guarded ``/items``, ``/me``, ``/ws``."""
+    auth = JWTBearer(verifier, realm="demo")
+    app = FastAPI(title="grelmicro.jwt demo service")
+    auth.install(app)  # keys loaded at startup, problem+json refusals
+    app.add_api_route("/ready", auth.readiness, include_in_schema=False)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/items")
+    def list_items(claims: Annotated[Claims, Security(auth, scopes=["read:items"])]) -> dict:
+        return {"owner": claims.subject, "items": ["apple", "pear"]}
+
+    @app.get("/me")
+    def me(claims: Annotated[Claims, Depends(auth)]) -> Claims:
+        return claims
+
+    @app.get("/caller")
+    def caller(who: Annotated[Caller, Depends(auth.as_model(Caller))]) -> Caller:
+        return who
+
+    @app.websocket("/ws")
+    async def echo(websocket: WebSocket, claims: Annotated[Claims, Depends(auth)]) -> None:
+        await websocket.accept(subprotocol=auth.subprotocol(websocket))
+        await websocket.send_text(f"hello {claims.subject}")
+        await websocket.close()
+
+    return app
