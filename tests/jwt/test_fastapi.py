@@ -1,0 +1,639 @@
+"""The FastAPI dependency, through a real uvicorn on 127.0.0.1 with httpx as the client.
+
+Every answer is checked as a client sees it on the wire: status, the exact
+``WWW-Authenticate`` string, the RFC 9457 body; plus the OpenAPI document, the
+lifespan, websockets, ``-> Claims`` routes and the ``Depends(verifier.verify)``
+mistake. Time is pinned with the verifier's clock.
+"""
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import Depends, FastAPI, Security, WebSocket
+from minting import NOW, SECRET, hmac_key, private_key, tamper
+from pydantic import BaseModel
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key, KeysUnavailableError
+from grelmicro.jwt.fastapi import JWTBearer, check_routes
+
+ROOT = Path(__file__).resolve().parents[2]
+AUDIENCE = "https://api.example.com"
+PROBLEM = "application/problem+json"
+
+
+# -- a real server -------------------------------------------------------------
+
+
+class Running:
+    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
+
+    def __init__(self, app: Any) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.listener]))
+        except BaseException as exc:  # a failed start-up exits through SystemExit
+            self.error = exc
+
+    def start(self) -> bool:
+        """Start; ``False`` if the application refused to start."""
+        self.thread.start()
+        for _ in range(1000):
+            if self.server.started:
+                return True
+            if not self.thread.is_alive():
+                return False
+            self.thread.join(0.01)
+        raise AssertionError("uvicorn did not start within 10 s")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+        self.listener.close()
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[httpx.Client]:
+    running = Running(app)
+    assert running.start(), f"application failed to start: {running.error!r}"
+    try:
+        with httpx.Client(base_url=running.url, timeout=10) as client:
+            yield client
+    finally:
+        running.stop()
+
+
+# -- the app under test ----------------------------------------------------------
+
+
+class Profile(BaseModel):
+    sub: str
+    tenant: int
+
+
+def make_verifier(**settings: Any) -> JWTVerifier:
+    settings.setdefault("audience", AUDIENCE)
+    return JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW, **settings)
+
+
+def build(
+    verifier: JWTVerifier | None = None, *, install: bool = True, **options: Any
+) -> tuple[FastAPI, JWTBearer]:
+    options.setdefault("realm", "api")
+    auth = JWTBearer(verifier or make_verifier(), **options)
+    app = FastAPI()
+
+    @app.get("/public")
+    def public() -> dict[str, bool]:
+        return {"public": True}
+
+    @app.get("/me")
+    def me(claims: Annotated[Claims, Depends(auth)]) -> Claims:
+        return claims
+
+    @app.get("/me-model", response_model=Claims)
+    async def me_model(claims: Annotated[Claims, Depends(auth)]) -> Any:
+        return claims
+
+    @app.get("/items")
+    def items(claims: Annotated[Claims, Security(auth, scopes=["read:items"])]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    @app.get("/admin")
+    def admin(
+        claims: Annotated[Claims, Security(auth, scopes=["read:items", "admin"])],
+    ) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    @app.get("/maybe")
+    def maybe(claims: Annotated[Claims | None, Depends(auth.optional)]) -> dict[str, Any]:
+        return {"sub": None if claims is None else claims.subject}
+
+    @app.get("/profile")
+    def profile(who: Annotated[Profile, Depends(auth.as_model(Profile))]) -> Profile:
+        return who
+
+    @app.get("/profile-scoped")
+    def profile_scoped(
+        who: Annotated[Profile, Security(auth.as_model(Profile), scopes=["read:items"])],
+    ) -> Profile:
+        return who
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket, claims: Annotated[Claims, Depends(auth)]) -> None:
+        await websocket.accept(subprotocol=auth.subprotocol(websocket))
+        await websocket.send_text(f"hello {claims.subject}")
+        await websocket.close()
+
+    @app.websocket("/ws-scoped")
+    async def ws_scoped(
+        websocket: WebSocket, claims: Annotated[Claims, Security(auth, scopes=["admin"])]
+    ) -> None:
+        await websocket.accept()
+        await websocket.send_text(f"admin {claims.subject}")
+        await websocket.close()
+
+    if install:
+        auth.install(app)
+    return app, auth
+
+
+def mint(**claims: Any) -> str:
+    claims.setdefault("aud", AUDIENCE)
+    claims.setdefault("sub", "user-1")
+    claims.setdefault("exp", NOW + 3600)
+    return hmac_key().mint(claims)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    app, _ = build()
+    with serve(app) as running:
+        yield running
+
+
+def problem(response: httpx.Response) -> dict[str, Any]:
+    assert response.headers["content-type"] == PROBLEM
+    body: dict[str, Any] = response.json()
+    assert body["status"] == response.status_code
+    assert body["type"] == "about:blank"
+    return body
+
+
+# -- 200 -----------------------------------------------------------------------
+
+
+def test_valid_token_returns_the_claims_through_a_claims_annotated_route(client):
+    token = mint(scope="read:items", tags=["a", "b"], nested={"k": 1})
+    response = client.get("/me", headers=bearer(token))
+    assert response.status_code == 200
+    assert response.json() == {
+        "aud": AUDIENCE,
+        "sub": "user-1",
+        "exp": NOW + 3600,
+        "scope": "read:items",
+        "tags": ["a", "b"],
+        "nested": {"k": 1},
+    }
+    assert "www-authenticate" not in response.headers
+
+
+def test_claims_as_response_model(client):
+    response = client.get("/me-model", headers=bearer(mint(tags=["x"])))
+    assert response.status_code == 200
+    assert response.json()["tags"] == ["x"]
+
+
+def test_scheme_name_is_case_insensitive(client):
+    response = client.get("/me", headers={"Authorization": f"bEaReR {mint()}"})
+    assert response.status_code == 200
+
+
+# -- 401 without credentials -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Basic dXNlcjpwYXNz"}, {"Authorization": "DPoPx abc"}],
+    ids=["none", "basic", "other-scheme"],
+)
+def test_no_bearer_credentials_is_a_bare_challenge(client, headers):
+    response = client.get("/me", headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="api"'
+    assert problem(response) == {
+        "type": "about:blank",
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": "A bearer token is required.",
+        "reason": "missing-token",
+    }
+
+
+# -- 401 invalid_token ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "token"),
+    [
+        ("expired", mint(exp=NOW - 10)),
+        ("audience", mint(aud="https://other.example")),
+        ("signature", tamper(mint())),
+        ("malformed", "not-a-jwt"),
+        ("missing-claim", hmac_key().mint({"aud": AUDIENCE, "sub": "x"})),
+        ("algorithm", private_key("ES256").mint({"aud": AUDIENCE, "exp": NOW + 60})),
+    ],
+)
+def test_refused_token_is_invalid_token_with_the_stable_reason(client, reason, token):
+    response = client.get("/me", headers=bearer(token))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        f'Bearer realm="api", error="invalid_token", error_description="{reason}"'
+    )
+    body = problem(response)
+    assert body["error"] == "invalid_token"
+    assert body["reason"] == reason
+    assert body["title"] == "Unauthorized"
+    # never the token, nor any of its segments
+    for segment in token.split("."):
+        if len(segment) > 8:
+            assert segment not in response.text
+            assert segment not in response.headers["www-authenticate"]
+
+
+# -- 403 insufficient_scope -------------------------------------------------------------
+
+
+def test_missing_scope_is_403_with_the_required_scopes(client):
+    response = client.get("/admin", headers=bearer(mint(scope="read:items")))
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="insufficient_scope", scope="read:items admin"'
+    )
+    body = problem(response)
+    assert body["error"] == "insufficient_scope"
+    assert body["reason"] == "insufficient-scope"
+
+
+def test_scope_is_checked_only_after_the_signature(client):
+    response = client.get("/admin", headers=bearer(tamper(mint(scope="profile"))))
+    assert response.status_code == 401
+    assert 'error_description="signature"' in response.headers["www-authenticate"]
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"scope": "profile read:items"},
+        {"scp": "read:items"},
+        {"scp": ["profile", "read:items"]},
+        {"scope": "profile", "scp": ["read:items"]},
+    ],
+    ids=["scope", "scp-string", "scp-array", "scope-and-scp"],
+)
+def test_scopes_from_scope_and_scp(client, claims):
+    assert client.get("/items", headers=bearer(mint(**claims))).status_code == 200
+
+
+def test_permissions_count_only_when_configured(client):
+    token = mint(permissions=["read:items"])
+    assert client.get("/items", headers=bearer(token)).status_code == 403
+    app, _ = build(permissions=True)
+    with serve(app) as auth0:
+        assert auth0.get("/items", headers=bearer(token)).status_code == 200
+
+
+# -- 400 invalid_request -------------------------------------------------------------------
+
+
+def test_two_authorization_headers_are_invalid_request(client):
+    token = mint()
+    response = client.get(
+        "/me", headers=[("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")]
+    )
+    assert response.status_code == 400
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="invalid_request", error_description="multiple-tokens"'
+    )
+    assert problem(response)["error"] == "invalid_request"
+
+
+def test_token_in_header_and_query_is_invalid_request(client):
+    token = mint()
+    response = client.get("/me", params={"access_token": token}, headers=bearer(token))
+    assert response.status_code == 400
+    assert 'error_description="multiple-tokens"' in response.headers["www-authenticate"]
+
+
+def test_token_in_the_query_string_is_never_used(client):
+    response = client.get("/me", params={"access_token": mint()})
+    assert response.status_code == 400
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="invalid_request", error_description="query-token"'
+    )
+
+
+def test_empty_bearer_credentials_are_invalid_request(client):
+    response = client.get("/me", headers={"Authorization": "Bearer"})
+    assert response.status_code == 400
+    assert 'error_description="empty-token"' in response.headers["www-authenticate"]
+
+
+# -- 503 -----------------------------------------------------------------------------------
+
+
+def test_keys_unavailable_is_503_with_retry_after():
+    verifier = make_verifier()
+
+    def unavailable(token: str | bytes, /, *, now: float | None = None) -> Claims:
+        raise KeysUnavailableError("no keys")
+
+    # Stand-in for a key source that is down (the network-keys path raises the same).
+    object.__setattr__(verifier, "verify", unavailable)
+    app, _ = build(verifier, retry_after=7)
+    with serve(app) as client:
+        response = client.get("/me", headers=bearer(mint()))
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "7"
+    assert "www-authenticate" not in response.headers
+    assert problem(response)["reason"] == "keys-unavailable"
+
+
+# -- variants ------------------------------------------------------------------------------
+
+
+def test_optional_gives_none_to_anonymous_requests_only(client):
+    assert client.get("/maybe").json() == {"sub": None}
+    assert client.get("/maybe", headers=bearer(mint())).json() == {"sub": "user-1"}
+    refused = client.get("/maybe", headers=bearer(mint(exp=NOW - 1)))
+    assert refused.status_code == 401
+    assert 'error_description="expired"' in refused.headers["www-authenticate"]
+
+
+def test_typed_claims(client):
+    response = client.get("/profile", headers=bearer(mint(tenant=7)))
+    assert response.status_code == 200
+    assert response.json() == {"sub": "user-1", "tenant": 7}
+
+
+def test_claims_that_do_not_fit_the_model_are_401_without_echo(client, caplog):
+    response = client.get("/profile", headers=bearer(mint(tenant="SECRET-TENANT-VALUE")))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="invalid_token", error_description="invalid-claim"'
+    )
+    assert problem(response)["reason"] == "invalid-claim"
+    assert "SECRET-TENANT-VALUE" not in response.text
+
+
+def test_typed_claims_with_scopes(client):
+    ok = client.get("/profile-scoped", headers=bearer(mint(tenant=1, scope="read:items")))
+    assert ok.status_code == 200
+    denied = client.get("/profile-scoped", headers=bearer(mint(tenant=1)))
+    assert denied.status_code == 403
+    assert 'scope="read:items"' in denied.headers["www-authenticate"]
+
+
+def test_without_install_the_default_handler_keeps_the_rfc6750_headers():
+    app, _ = build(install=False, realm=None)
+    with serve(app) as client:
+        missing = client.get("/me")
+        expired = client.get("/me", headers=bearer(mint(exp=NOW - 1)))
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json() == {"detail": "A bearer token is required."}
+    assert expired.headers["www-authenticate"] == (
+        'Bearer error="invalid_token", error_description="expired"'
+    )
+
+
+# -- OpenAPI ---------------------------------------------------------------------------------
+
+
+def test_openapi_shows_a_bearer_scheme_with_scopes_and_docs_stay_open(client):
+    assert client.get("/docs").status_code == 200
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["components"]["securitySchemes"] == {
+        "JWTBearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+    }
+    paths = document["paths"]
+    assert paths["/me"]["get"]["security"] == [{"JWTBearer": []}]
+    assert paths["/items"]["get"]["security"] == [{"JWTBearer": ["read:items"]}]
+    assert paths["/admin"]["get"]["security"] == [{"JWTBearer": ["read:items", "admin"]}]
+    assert paths["/profile-scoped"]["get"]["security"] == [{"JWTBearer": ["read:items"]}]
+    assert "security" not in paths["/public"]["get"]
+    # no query parameter leaks in from the dependency
+    assert "parameters" not in paths["/me"]["get"]
+    me_schema = paths["/me"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert me_schema["type"] == "object"
+
+
+def test_openid_connect_scheme_when_asked():
+    app, _ = build(openid_connect_url="https://idp.example.com/.well-known/openid-configuration")
+    with serve(app) as client:
+        schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
+    assert schemes == {
+        "JWTBearer": {
+            "type": "openIdConnect",
+            "openIdConnectUrl": "https://idp.example.com/.well-known/openid-configuration",
+        }
+    }
+
+
+# -- lifespan and readiness ------------------------------------------------------------------
+
+
+def test_install_keeps_the_apps_own_lifespan_and_readiness_reports():
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def own(app: FastAPI) -> AsyncIterator[dict[str, str]]:
+        events.append("start")
+        yield {"greeting": "hi"}
+        events.append("stop")
+
+    auth = JWTBearer(make_verifier())
+    app = FastAPI(lifespan=own)
+    auth.install(app)
+    app.add_api_route("/ready", auth.readiness)
+
+    with serve(app) as client:
+        assert events == ["start"]
+        ready = client.get("/ready")
+    assert events == ["start", "stop"]
+    assert ready.status_code == 200
+    assert ready.json()["ready"] is True
+
+
+def test_lifespan_argument_runs_the_key_lifespan():
+    auth = JWTBearer(make_verifier())
+    app = FastAPI(lifespan=auth.lifespan)
+    auth.install(app)  # does not wrap a second time
+    assert app.router.lifespan_context.__self__ is auth  # type: ignore[attr-defined]
+
+    @app.get("/me")
+    def me(claims: Annotated[Claims, Depends(auth)]) -> Claims:
+        return claims
+
+    with serve(app) as client:
+        assert client.get("/me", headers=bearer(mint())).status_code == 200
+
+
+# -- websockets ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ws_url(client: httpx.Client) -> str:
+    return str(client.base_url).replace("http://", "ws://")
+
+
+def test_websocket_with_an_authorization_header(ws_url):
+    with connect(f"{ws_url}/ws", additional_headers=bearer(mint())) as ws:
+        assert ws.recv(timeout=5) == "hello user-1"
+
+
+def test_websocket_with_the_token_as_subprotocol(ws_url):
+    with connect(f"{ws_url}/ws", subprotocols=["bearer", mint()]) as ws:  # type: ignore[list-item]
+        assert ws.subprotocol == "bearer"
+        assert ws.recv(timeout=5) == "hello user-1"
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "reason"),
+    [
+        ("/ws", {}, "missing-token"),
+        ("/ws", {"additional_headers": {"Authorization": f"Bearer {tamper(mint())}"}}, "signature"),
+        ("/ws", {"subprotocols": ["bearer", mint(exp=NOW - 5)]}, "expired"),
+        (
+            "/ws-scoped",
+            {"additional_headers": {"Authorization": f"Bearer {mint()}"}},
+            "insufficient-scope",
+        ),
+    ],
+    ids=["no-token", "forged", "expired-subprotocol", "scope"],
+)
+def test_websocket_refusal_closes_with_1008(ws_url, path, kwargs, reason):
+    with connect(f"{ws_url}{path}", **kwargs) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1008
+    assert closed.value.rcvd.reason == reason
+
+
+def test_websocket_scoped_accepts_with_the_scope(ws_url):
+    headers = bearer(mint(scope="admin"))
+    with connect(f"{ws_url}/ws-scoped", additional_headers=headers) as ws:
+        assert ws.recv(timeout=5) == "admin user-1"
+
+
+# -- the Depends(verifier.verify) mistake --------------------------------------------------------
+
+
+@pytest.mark.parametrize("attribute", ["verify", "verify_async"])
+def test_depends_verifier_verify_is_refused_with_what_to_write(attribute):
+    verifier = make_verifier()
+    app = FastAPI()
+
+    @app.get("/x")
+    def x(claims: Annotated[Claims, Depends(getattr(verifier, attribute))]) -> Claims:
+        return claims
+
+    with pytest.raises(ConfigurationError, match=r"GET /x: Depends\(verifier.verify\).*JWTBearer"):
+        check_routes(app)
+    with pytest.raises(ConfigurationError, match="query string"):
+        JWTBearer(verifier).install(app)
+
+
+def test_depends_verifier_verify_stops_the_app_at_startup():
+    verifier = make_verifier()
+    auth = JWTBearer(verifier)
+    app = FastAPI(lifespan=auth.lifespan)
+
+    @app.get("/x")
+    def x(claims: Annotated[Claims, Depends(verifier.verify)]) -> Claims:
+        return claims
+
+    running = Running(app)
+    started = running.start()
+    running.thread.join(10)
+    running.listener.close()
+    assert not started
+    assert isinstance(running.error, SystemExit)
+
+
+def test_a_users_own_verify_function_is_not_flagged():
+    def verify(token: str, now: float | None = None) -> dict[str, str]:
+        return {}
+
+    app = FastAPI()
+
+    @app.get("/x")
+    def x(claims: Annotated[dict[str, str], Depends(verify)]) -> dict[str, str]:
+        return claims
+
+    check_routes(app)
+
+
+def test_construction_refusals():
+    verifier = make_verifier()
+    with pytest.raises(ConfigurationError, match=r"JWTBearer\(verifier\)"):
+        JWTBearer(verifier.verify)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="realm"):
+        JWTBearer(verifier, realm='a"b')
+    with pytest.raises(ConfigurationError, match="retry_after"):
+        JWTBearer(verifier, retry_after=-1)
+    with pytest.raises(ConfigurationError, match="pydantic"):
+        JWTBearer(verifier).as_model(dict)
+
+
+# -- the demo ------------------------------------------------------------------------------------
+
+
+def test_demo_prints_each_answer_and_stops_cleanly():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "fastapi_demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    blocks = {block.split("\n", 1)[0]: block for block in out.split("--- ")[1:]}
+    expected = {
+        "valid token, scope read:items": ("HTTP/1.1 200 OK", "WWW-Authenticate: (none)"),
+        "expired token": (
+            "HTTP/1.1 401 Unauthorized",
+            'WWW-Authenticate: Bearer realm="demo", error="invalid_token", '
+            'error_description="expired"',
+        ),
+        "wrong audience": (
+            "HTTP/1.1 401 Unauthorized",
+            'WWW-Authenticate: Bearer realm="demo", error="invalid_token", '
+            'error_description="audience"',
+        ),
+        "token lacking the scope": (
+            "HTTP/1.1 403 Forbidden",
+            'WWW-Authenticate: Bearer realm="demo", error="insufficient_scope", scope="read:items"',
+        ),
+        "forged signature": (
+            "HTTP/1.1 401 Unauthorized",
+            'WWW-Authenticate: Bearer realm="demo", error="invalid_token", '
+            'error_description="signature"',
+        ),
+        "no token": ("HTTP/1.1 401 Unauthorized", 'WWW-Authenticate: Bearer realm="demo"'),
+    }
+    for title, (status, challenge) in expected.items():
+        lines = blocks[title].splitlines()
+        assert lines[2] == status, blocks[title]
+        assert lines[3] == challenge, blocks[title]
+    assert '"reason":"expired"' in blocks["expired token"]
+    assert '"owner":"alice"' in blocks["valid token, scope read:items"]
+    assert out.rstrip().endswith("service stopped cleanly")
