@@ -16,6 +16,7 @@
 //! - [`policy`], [`claims`]: what a token must satisfy beyond its signature
 //! - [`json`]: strict JSON on top of jiter, into any [`json::Builder`]
 //! - [`verifier`]: the pieces put together
+//! - [`peek`]: the unverified issuer of a token, to route it among issuers
 //! - [`digest`]: SHA-256 for the cache key
 //! - [`error`]: one error type with stable kinds
 //! - `python` (feature `python`): all pyo3 glue
@@ -29,6 +30,7 @@ pub mod header;
 pub mod json;
 pub mod key;
 pub mod keyset;
+pub mod peek;
 pub mod policy;
 pub mod token;
 pub mod verifier;

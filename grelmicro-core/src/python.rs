@@ -1,7 +1,9 @@
 //! All pyo3 glue: the `grelmicro_core._core` module.
 //!
 //! Errors cross in one place ([`to_py`]): every core error becomes a
-//! `CoreError(kind, message)`; the Python layer maps the kind to its class.
+//! `CoreError(kind, message)` whose `context` attribute holds the error's
+//! structured context as a dict (or `None`); the Python layer maps the kind
+//! to its class.
 //! Signature work runs detached from the interpreter (the GIL is released
 //! on GIL builds); only the payload's conversion into Python objects needs
 //! to be attached. Every class is frozen: rotation builds new objects.
@@ -15,25 +17,46 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
 
 use crate::algorithm::{Algorithm, Family};
-use crate::error::{Error, ErrorKind};
+use crate::error::{Detail, Error, ErrorKind};
 use crate::json::{self, Builder};
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
 use crate::policy::{
     Policy as CorePolicy, PolicyOptions, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE,
 };
 use crate::verifier::Verifier as CoreVerifier;
-use crate::{digest, header, key, token};
+use crate::{digest, header, key, peek, token};
 
 create_exception!(
     _core,
     CoreError,
     PyException,
-    "Raised by the core for every refusal; args are (kind, message)."
+    "Raised by the core for every refusal; args are (kind, message), context is a dict or None."
 );
 
 /// The single conversion of a core error into a Python exception.
 fn to_py(err: Error) -> PyErr {
-    CoreError::new_err((err.kind().as_str(), err.message().to_owned()))
+    let py_err = CoreError::new_err((err.kind().as_str(), err.message().to_owned()));
+    if err.context().is_empty() {
+        return py_err;
+    }
+    Python::attach(|py| {
+        let context = PyDict::new(py);
+        for (name, detail) in err.context() {
+            let value = match detail {
+                Detail::Number(n) => PyFloat::new(py, *n).into_any(),
+                Detail::Text(t) => PyString::new(py, t).into_any(),
+                Detail::Texts(items) => match PyTuple::new(py, items) {
+                    Ok(tuple) => tuple.into_any(),
+                    Err(_) => continue,
+                },
+            };
+            if context.set_item(*name, value).is_err() {
+                return py_err;
+            }
+        }
+        let _ = py_err.value(py).setattr("context", context);
+        py_err
+    })
 }
 
 /// Borrows the bytes of a `str` or `bytes` argument.
@@ -484,7 +507,7 @@ impl PyVerifier {
         } else {
             self.inner.authenticate(bytes)
         }
-        .map_err(to_py)?;
+        .map_err(|err| to_py(token::explain(bytes, err)))?;
         let mut builder = PyBuilder {
             py,
             issuers: &self.issuers,
@@ -549,8 +572,9 @@ fn unverified_header<'py>(
     max_token_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    let segments = token::split(bytes, max_token_size).map_err(to_py)?;
-    let decoded = token::decode(segments.header).map_err(to_py)?;
+    let explain = |err| to_py(token::explain(bytes, err));
+    let segments = token::split(bytes, max_token_size).map_err(explain)?;
+    let decoded = token::decode(segments.header).map_err(explain)?;
     // Validate like the verifier would, then build the full mapping.
     header::parse(&decoded, DEFAULT_MAX_DEPTH).map_err(to_py)?;
     let mut builder = PyBuilder {
@@ -561,6 +585,15 @@ fn unverified_header<'py>(
     json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)
         .map_err(to_py)?
         .call_method0("copy")
+}
+
+/// The unverified `iss` of a token (`None` when absent or not a string),
+/// read as strictly as a verification reads; for routing among issuers only.
+#[pyfunction]
+#[pyo3(signature = (token, max_token_size=DEFAULT_MAX_TOKEN_SIZE))]
+fn unverified_issuer(token: &Bound<'_, PyAny>, max_token_size: usize) -> PyResult<Option<String>> {
+    let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+    peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(to_py)
 }
 
 /// Decodes an already-authenticated payload (JSON bytes) under `policy` at
@@ -606,7 +639,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SOURCE_HASH", crate::SOURCE_HASH)?;
-    m.add("CoreError", py.get_type::<CoreError>())?;
+    let core_error = py.get_type::<CoreError>();
+    core_error.setattr("context", py.None())?;
+    m.add("CoreError", core_error)?;
     m.add_class::<PyKey>()?;
     m.add_class::<PyKeySet>()?;
     m.add_class::<PyPolicy>()?;
@@ -617,5 +652,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_payload, m)?)?;
     m.add_function(wrap_pyfunction!(_cache_key, m)?)?;
+    m.add_function(wrap_pyfunction!(unverified_issuer, m)?)?;
     Ok(())
 }

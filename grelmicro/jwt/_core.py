@@ -26,6 +26,7 @@ try:
         unverified_header,
     )
     from grelmicro_core._core import _cache_key as cache_key
+    from grelmicro_core._core import unverified_issuer
 except ImportError as exc:  # pragma: no cover - exercised by hand only
     msg = (
         "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
@@ -49,6 +50,7 @@ __all__ = [
     "sha256_digest",
     "translate",
     "unverified_header",
+    "unverified_issuer",
 ]
 
 KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {

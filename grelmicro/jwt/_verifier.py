@@ -14,19 +14,23 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, JWTConfig
+from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
+from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt.errors import (
     ConfigurationError,
     JWTError,
+    KeysUnavailableError,
     MalformedTokenError,
     TokenRejectedError,
     TokenTooLargeError,
+    UnknownKeyError,
 )
 
 __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
@@ -228,7 +232,16 @@ class JWTVerifier:
     new keys (and a fresh cache) atomically.
     """
 
-    __slots__ = ("_cache", "_clock", "_counters", "_engine", "_hook", "config", "verify")
+    __slots__ = (
+        "_cache",
+        "_clock",
+        "_counters",
+        "_engine",
+        "_hook",
+        "_router",
+        "config",
+        "verify",
+    )
 
     verify: VerifyFunction
     config: JWTConfig
@@ -237,12 +250,19 @@ class JWTVerifier:
     _clock: Clock
     _hook: RejectHook | None
     _counters: list[int] | None
+    _router: KeyRouter | None
 
     def __init__(
         self,
         keys: Sequence[Key] | None = None,
         *,
         jwks: Mapping[str, Any] | str | bytes | None = None,
+        jwks_url: str | None = None,
+        discover: str | None = None,
+        issuers: Sequence[Issuer] | None = None,
+        client: object = None,
+        fetch: FetchOptions | None = None,
+        allow_insecure_loopback: bool = False,
         allow_symmetric: bool = False,
         audience: str | Sequence[str] | None = None,
         issuer: str | Sequence[str] | None = None,
@@ -295,7 +315,29 @@ class JWTVerifier:
         object.__setattr__(self, "_clock", clock or time.time)
         object.__setattr__(self, "_hook", on_reject)
         object.__setattr__(self, "_counters", [0, 0] if cache_stats else None)
-        self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+        object.__setattr__(self, "_router", None)
+        if jwks_url is None and discover is None and issuers is None:
+            self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+            return
+        # Keys from the network, or several issuers each bound to its keys.
+        if keys is not None or jwks is not None:
+            raise ConfigurationError(
+                "give one key source: keys/jwks, jwks_url, discover or issuers=[...]"
+            )
+        router, config = build_router(
+            config,
+            jwks_url=jwks_url,
+            discover=discover,
+            issuers=issuers,
+            client=client,
+            fetch=fetch,
+            allow_insecure_loopback=allow_insecure_loopback,
+            clock=self._clock,
+        )
+        object.__setattr__(self, "config", config)
+        object.__setattr__(self, "_router", router)
+        router.on_removed(weak_callback(self._drop_cache))
+        self._install_engine(router)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JWTVerifier is immutable; use rotate() to change keys")
@@ -393,11 +435,93 @@ class JWTVerifier:
         allow_symmetric: bool = False,
     ) -> None:
         """Replace the keys (and start a fresh cache); the policy stays."""
+        if self._router is not None:
+            raise ConfigurationError("this verifier's keys come from the network; rotate() is off")
         self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
 
+    # -- keys from the network: engine, lifecycle, health -----------------
+
+    def _install_engine(self, router: KeyRouter) -> None:
+        """Build ``verify`` around the key router, with a fresh cache."""
+        with _ROTATION:
+            config = self.config
+            cache = (
+                TokenCache(config.cache_size, config.cache_ttl, config.max_age)
+                if config.cache_size
+                else None
+            )
+            # The router quacks like a core verifier: verify(token, now), algorithms.
+            engine = cast("_core.Verifier", router)
+            verify = _build_verify(
+                engine,
+                cache,
+                config.cache_key,
+                self._clock,
+                config.max_token_size,
+                self._hook,
+                self._counters,
+            )
+            object.__setattr__(self, "_engine", engine)
+            object.__setattr__(self, "_cache", cache)
+            object.__setattr__(self, "verify", verify)
+
+    def _drop_cache(self) -> None:
+        """A refresh withdrew a key: no cached result may outlive it."""
+        if self._router is not None:
+            self._install_engine(self._router)
+
     async def verify_async(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
-        """Asynchronous :meth:`verify` (verification itself never blocks on I/O)."""
+        """Asynchronous :meth:`verify`; may await the key fetch the token needs.
+
+        With network keys, a token naming an unknown ``kid`` (at most one
+        fetch per cooldown) or arriving before any key is loaded waits for
+        that fetch on the event loop instead of failing at once.
+        """
+        try:
+            return self.verify(token, now=now)
+        except (UnknownKeyError, KeysUnavailableError):
+            router = self._router
+            if router is None or not await router.settle(token):
+                raise
         return self.verify(token, now=now)
+
+    async def start(self) -> None:
+        """Load network keys and refresh them in the background (no-op for static keys).
+
+        A fetch failure is logged and shown by :meth:`health`, not raised:
+        the service starts, answers 503 until keys arrive, and keeps trying.
+        """
+        if self._router is not None:
+            await self._router.start()
+
+    async def aclose(self) -> None:
+        """Stop the background refresh and close the HTTP clients it opened."""
+        if self._router is not None:
+            await self._router.aclose()
+
+    def close(self) -> None:
+        """Close for sync apps: wait for a fetch thread, close our HTTP client."""
+        if self._router is not None:
+            self._router.close()
+
+    async def __aenter__(self) -> JWTVerifier:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> JWTVerifier:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def health(self) -> KeySourceHealth:
+        """Whether keys are loaded and fresh enough, with counters (static keys: ready)."""
+        if self._router is None:
+            return KeySourceHealth(ready=True)  # static keys: nothing to fetch, no counters
+        return self._router.health()
 
     @property
     def algorithms(self) -> tuple[str, ...]:

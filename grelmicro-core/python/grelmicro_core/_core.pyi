@@ -17,6 +17,7 @@ __all__ = [
     "error_kinds",
     "sha256_digest",
     "unverified_header",
+    "unverified_issuer",
 ]
 
 __version__: str
@@ -111,6 +112,9 @@ def sha256_digest(data: str | bytes) -> bytes:
 
 def unverified_header(token: str | bytes, *, max_token_size: int = ...) -> dict[str, Any]:
     """The decoded header of a token, WITHOUT any verification."""
+
+def unverified_issuer(token: str | bytes, max_token_size: int = ...) -> str | None:
+    """The token's ``iss`` WITHOUT verification (``None`` if absent or not a string)."""
 
 def _cache_key(token: str | bytes, max_token_size: int) -> bytes:
     """SHA-256 of ``token`` after the size cap (the verified-token cache's key)."""

@@ -1,0 +1,59 @@
+"""OIDC discovery (and RFC 8414): from an issuer to its JWKS URL.
+
+The issuer names where its metadata lives; the metadata names the JWKS.
+Both are checked: the document's ``issuer`` must equal the configured one
+exactly (OpenID Connect Discovery §4.3, RFC 8414 §3.3), and its ``jwks_uri``
+obeys the same https rule as a JWKS URL given in code.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from grelmicro.jwt.errors import ConfigurationError
+
+__all__ = ["discovery_urls", "jwks_uri_of"]
+
+OIDC = "/.well-known/openid-configuration"
+OAUTH = "/.well-known/oauth-authorization-server"
+
+
+def discovery_urls(issuer: str) -> tuple[str, str]:
+    """Where the metadata of ``issuer`` may live, in the order to try.
+
+    OpenID Connect appends the well-known path to the issuer; RFC 8414 puts
+    it between the host and the issuer's path.
+    """
+    oidc = issuer.rstrip("/") + OIDC
+    url = httpx.URL(issuer)
+    path = url.path.rstrip("/")
+    oauth = str(url.copy_with(path=OAUTH + path, query=None, fragment=None))
+    return oidc, oauth
+
+
+def jwks_uri_of(body: bytes, issuer: str, allow_insecure_loopback: bool) -> str:
+    """The checked ``jwks_uri`` of a metadata document for ``issuer``."""
+    # Imported here: _jwks imports this module for discovery_urls.
+    from grelmicro.jwt._jwks import FetchError, check_url  # noqa: PLC0415
+
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise FetchError("discovery document is not valid JSON") from None
+    if not isinstance(document, dict):
+        raise FetchError("discovery document is not a JSON object")
+    found = document.get("issuer")
+    if found != issuer:
+        raise FetchError(
+            "discovery document names another issuer than the configured one "
+            "(they must be equal, character for character)"
+        )
+    uri = document.get("jwks_uri")
+    if not isinstance(uri, str):
+        raise FetchError("discovery document has no jwks_uri")
+    try:
+        return check_url(uri, "jwks_uri", allow_insecure_loopback=allow_insecure_loopback)
+    except ConfigurationError as exc:
+        raise FetchError(f"discovery document: {exc.message}") from None

@@ -1,0 +1,469 @@
+"""Issuers and the key router: which keys may verify which token.
+
+Each trusted issuer gets its own core verifier: its policy names that issuer
+alone and its key set holds that issuer's keys alone. With several issuers,
+a token goes to the issuer its (unverified) ``iss`` names, so a key of one
+issuer can never verify a token claiming another; an ``iss`` nobody
+configured is refused before any network call.
+
+:class:`KeyRouter` stands where the verifier otherwise holds one core
+verifier: the verifier's cache calls ``router.verify(token, now)`` on a miss
+only, so a cache hit costs exactly what it costs with static keys. On a miss
+the router checks (one clock read and a compare) whether keys are due for a
+refresh, then calls the issuer's core verifier; a token naming an unknown
+``kid`` may trigger one refetch per cooldown.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from grelmicro.jwt import _core
+from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._jwks import FetchOptions, KeySource, KeySourceHealth, _Clients, check_url
+from grelmicro.jwt._keys import Key, json_text
+from grelmicro.jwt.errors import ConfigurationError
+
+__all__ = ["Issuer", "KeyRouter", "build_router"]
+
+logger = logging.getLogger("grelmicro.jwt")
+
+Clock = Callable[[], float]
+
+_POLICY_FIELDS = ("audience", "algorithms", "leeway", "required", "typ", "max_age")
+
+
+class Issuer:
+    """One trusted issuer: where its keys come from, and its own policy.
+
+    Exactly one key source: ``keys``, ``jwks``, ``jwks_url`` or
+    ``discover=True`` (OpenID Connect discovery at the issuer's URL). Policy
+    settings left ``None`` take the verifier's.
+
+    Example:
+        >>> Issuer(
+        ...     "https://tenant-a.example.com/",
+        ...     jwks_url="https://tenant-a.example.com/jwks.json",
+        ...     audience="api://orders",
+        ... )  # doctest: +SKIP
+    """
+
+    __slots__ = (
+        "allow_insecure_loopback",
+        "allow_symmetric",
+        "discover",
+        "issuer",
+        "jwks",
+        "jwks_url",
+        "keys",
+        "policy",
+    )
+
+    issuer: str
+    keys: tuple[Key, ...] | None
+    jwks: Mapping[str, Any] | str | bytes | None
+    jwks_url: str | None
+    discover: bool
+    allow_symmetric: bool
+    allow_insecure_loopback: bool
+    policy: dict[str, object]
+
+    def __init__(
+        self,
+        issuer: str,
+        *,
+        keys: Sequence[Key] | Key | None = None,
+        jwks: Mapping[str, Any] | str | bytes | None = None,
+        jwks_url: str | None = None,
+        discover: bool = False,
+        allow_symmetric: bool = False,
+        allow_insecure_loopback: bool = False,
+        audience: str | Sequence[str] | None = None,
+        algorithms: str | Sequence[str] | None = None,
+        leeway: float | None = None,
+        required: Sequence[str] | None = None,
+        typ: str | None = None,
+        max_age: float | None = None,
+    ) -> None:
+        if not isinstance(issuer, str) or not issuer:
+            raise ConfigurationError("an issuer is a non-empty string")
+        given = [
+            name
+            for name, value in (
+                ("keys", keys),
+                ("jwks", jwks),
+                ("jwks_url", jwks_url),
+                ("discover", discover or None),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            raise ConfigurationError(
+                f"issuer {issuer!r}: give exactly one of keys, jwks, jwks_url or discover=True"
+            )
+        if discover:
+            check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
+        if jwks_url is not None:
+            check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
+        settings = {
+            "audience": audience,
+            "algorithms": algorithms,
+            "leeway": leeway,
+            "required": required,
+            "typ": typ,
+            "max_age": max_age,
+        }
+        values = {
+            "issuer": issuer,
+            "keys": (keys,) if isinstance(keys, Key) else None if keys is None else tuple(keys),
+            "jwks": jwks,
+            "jwks_url": jwks_url,
+            "discover": bool(discover),
+            "allow_symmetric": bool(allow_symmetric),
+            "allow_insecure_loopback": bool(allow_insecure_loopback),
+            "policy": {k: v for k, v in settings.items() if v is not None},
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Issuer is immutable")
+
+    def __repr__(self) -> str:
+        source = (
+            "discover=True"
+            if self.discover
+            else f"jwks_url={self.jwks_url!r}"
+            if self.jwks_url
+            else "static keys"
+        )
+        return f"Issuer({self.issuer!r}, {source})"
+
+
+def _identity(key_set: _core.KeySet) -> frozenset[tuple[str, str | None]]:
+    return frozenset((key.fingerprint, key.kid) for key in key_set.keys)
+
+
+class _Slot:
+    """One issuer's current core verifier and where its keys come from."""
+
+    __slots__ = (
+        "__weakref__",
+        "clock",
+        "core",
+        "identity",
+        "name",
+        "on_removed",
+        "policy",
+        "source",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        policy: _core.Policy,
+        source: KeySource | None,
+        clock: Clock,
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.source = source
+        self.clock = clock
+        self.core: _core.Verifier | None = None
+        self.identity: frozenset[tuple[str, str | None]] = frozenset()
+        self.on_removed: Callable[[], None] | None = None
+
+    def install(self, key_set: _core.KeySet) -> None:
+        """Take new keys from the source.
+
+        The same keys change nothing; added keys keep the cache; a removed
+        key drops the cache (results it verified must stop verifying).
+        """
+        identity = _identity(key_set)
+        if self.core is not None and identity == self.identity:
+            return
+        try:
+            core = _core.Verifier(key_set, self.policy)
+        except _core.CoreError as exc:
+            logger.error(  # noqa: TRY400 - the core error says it all; no traceback
+                "issuer %s: new keys not installed: %s", self.name, exc.args[1]
+            )
+            return
+        removed = bool(self.identity - identity)
+        self.core = core
+        self.identity = identity
+        if removed and self.on_removed is not None:
+            self.on_removed()
+
+    def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
+        """Verify with this issuer's keys; refresh them first if due."""
+        core = self.core
+        source = self.source
+        if source is not None and (core is None or self.clock() >= source.refresh_at):
+            if not source.due(self.clock()) or self.core is None:
+                raise source.unavailable()
+            core = self.core
+        assert core is not None  # noqa: S101 - static slots are built with keys
+        try:
+            return core.verify(token, now)
+        except _core.CoreError as exc:
+            if (
+                source is None
+                or exc.args[0] != "unknown-key"
+                or not source.after_unknown_kid()
+                or self.core is core
+            ):
+                raise
+        newer = self.core
+        assert newer is not None  # noqa: S101 - set when core was
+        return newer.verify(token, now)
+
+
+class KeyRouter:
+    """The engine of a verifier with network keys or several issuers."""
+
+    __slots__ = ("_clients", "_max_size", "_slots", "_sources", "_static_keys", "verify")
+
+    verify: Callable[[str | bytes, float], dict[str, Any]]
+
+    def __init__(
+        self,
+        slots: dict[str, _Slot],
+        sources: list[KeySource],
+        clients: _Clients,
+        max_token_size: int,
+        static_keys: int,
+    ) -> None:
+        self._slots = slots
+        self._sources = sources
+        self._clients = clients
+        self._max_size = max_token_size
+        self._static_keys = static_keys
+        if len(slots) == 1:
+            # One issuer: its policy checks iss; no routing needed.
+            self.verify = next(iter(slots.values())).verify
+        else:
+            self.verify = self._route
+
+    def _route(self, token: str | bytes, now: float) -> dict[str, Any]:
+        slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
+        if slot is None:
+            raise _core.CoreError("issuer", "token issuer is not one of the configured issuers")
+        return slot.verify(token, now)
+
+    def on_removed(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when an issuer's refresh withdrew a key."""
+        for slot in self._slots.values():
+            slot.on_removed = callback
+
+    @property
+    def algorithms(self) -> list[str]:
+        """Algorithms accepted now (by the keys loaded so far)."""
+        names: set[str] = set()
+        for slot in self._slots.values():
+            if slot.core is not None:
+                names.update(slot.core.algorithms)
+        order = _core.algorithms()
+        return sorted(names, key=order.index)
+
+    @property
+    def issuers(self) -> tuple[str, ...]:
+        """The configured issuers."""
+        return tuple(self._slots)
+
+    def source_for(self, token: str | bytes) -> KeySource | None:
+        """The key source a token would use (None if static or unroutable)."""
+        if len(self._slots) == 1:
+            return next(iter(self._slots.values())).source
+        try:
+            slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
+        except _core.CoreError:
+            return None
+        return None if slot is None else slot.source
+
+    async def settle(self, token: str | bytes) -> bool:
+        """Wait for the fetch the token's verification started, if any."""
+        source = self.source_for(token)
+        if source is None:
+            return False
+        flight = source.in_flight()
+        if flight is None:
+            return False
+        await source.wait_async(flight)
+        return True
+
+    async def start(self) -> None:
+        """Load every source's keys and keep them fresh in the background."""
+        for source in self._sources:
+            await source.start()
+
+    async def aclose(self) -> None:
+        """Stop background refreshes; close the clients we opened."""
+        for source in self._sources:
+            await source.aclose()
+        await self._clients.aclose()
+
+    def close(self) -> None:
+        """Sync close: wait for fetch threads, close our sync client."""
+        for source in self._sources:
+            source.close_threads()
+        self._clients.close()
+
+    def health(self) -> KeySourceHealth:
+        """Every source's health, combined."""
+        return KeySourceHealth.combine(
+            [source.health() for source in self._sources], self._static_keys
+        )
+
+
+def _static_key_set(
+    issuer: str,
+    keys: Sequence[Key] | None,
+    jwks: Mapping[str, Any] | str | bytes | None,
+    allow_symmetric: bool,
+) -> _core.KeySet:
+    try:
+        if keys is not None:
+            for key in keys:
+                if not isinstance(key, Key):
+                    raise ConfigurationError(f"issuer {issuer!r}: keys must be Key objects")
+            return _core.KeySet([key._inner for key in keys])
+        return _core.KeySet.from_jwks(json_text(jwks, "JWKS"), allow_symmetric=allow_symmetric)
+    except _core.CoreError as exc:
+        _core.raise_translated(exc)
+
+
+def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_Slot, int]:
+    slot = _Slot(issuer.issuer, policy, None, clock)
+    key_set = _static_key_set(issuer.issuer, issuer.keys, issuer.jwks, issuer.allow_symmetric)
+    try:
+        slot.core = _core.Verifier(key_set, policy)
+    except _core.CoreError as exc:
+        _core.raise_translated(exc)
+    return slot, len(key_set)
+
+
+def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
+    values = base.model_dump()
+    values.update(issuer.policy)
+    values["issuer"] = (issuer.issuer,)
+    return JWTConfig.build(**values)
+
+
+def _check_sources(
+    config: JWTConfig,
+    jwks_url: str | None,
+    discover: str | None,
+    issuers: Sequence[Issuer] | Issuer | None,
+    allow_insecure_loopback: bool,
+) -> tuple[JWTConfig, list[Issuer] | None]:
+    """Refuse conflicting key sources; the discovered issuer becomes the policy's."""
+    if issuers is not None:
+        if jwks_url is not None or discover is not None:
+            raise ConfigurationError("with issuers=[...], give each issuer its own keys")
+        if config.issuer:
+            raise ConfigurationError("with issuers=[...], do not also pass issuer=")
+        if isinstance(issuers, Issuer):
+            issuers = [issuers]
+        listed = list(issuers)
+        if not listed or not all(isinstance(i, Issuer) for i in listed):
+            raise ConfigurationError("issuers must be a non-empty list of Issuer objects")
+        return config, listed
+    if discover is not None:
+        if not isinstance(discover, str):
+            raise ConfigurationError("discover must be the issuer URL")
+        if config.issuer and config.issuer != (discover,):
+            raise ConfigurationError(
+                "discover= names the issuer; issuer= must be absent or the same string"
+            )
+        check_url(discover, "discover", allow_insecure_loopback=allow_insecure_loopback)
+        return config.model_copy(update={"issuer": (discover,)}), None
+    check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
+    return config, None
+
+
+def build_router(
+    config: JWTConfig,
+    *,
+    jwks_url: str | None,
+    discover: str | None,
+    issuers: Sequence[Issuer] | None,
+    client: object,
+    fetch: FetchOptions | None,
+    allow_insecure_loopback: bool,
+    clock: Clock,
+) -> tuple[KeyRouter, JWTConfig]:
+    """The router for network keys or several issuers, and the verifier's config."""
+    if fetch is None:
+        fetch = FetchOptions()
+    elif not isinstance(fetch, FetchOptions):
+        raise ConfigurationError("fetch must be a FetchOptions")
+    config, listed = _check_sources(config, jwks_url, discover, issuers, allow_insecure_loopback)
+    clients = _Clients(client, fetch)
+    sources: dict[str, KeySource] = {}
+
+    def source(url: str | None, discovered: str | None, insecure: bool) -> KeySource:
+        name = url if url is not None else f"discover:{discovered}"
+        found = sources.get(name)
+        if found is None:
+            found = sources[name] = KeySource(
+                jwks_url=url,
+                discover=discovered,
+                options=fetch,
+                clients=clients,
+                clock=clock,
+                allow_insecure_loopback=insecure,
+            )
+        return found
+
+    slots: dict[str, _Slot] = {}
+    static_keys = 0
+    if listed is None:
+        slot = _Slot(
+            config.issuer[0] if len(config.issuer) == 1 else "(any configured issuer)",
+            config.policy(),
+            source(jwks_url, discover, allow_insecure_loopback),
+            clock,
+        )
+        assert slot.source is not None  # noqa: S101 - built just above
+        slot.source.subscribe(slot.install)
+        slots[slot.name] = slot
+    else:
+        for issuer in listed:
+            if issuer.issuer in slots:
+                raise ConfigurationError(f"issuer {issuer.issuer!r} is configured twice")
+            policy = _issuer_config(config, issuer).policy()
+            if issuer.jwks_url is not None or issuer.discover:
+                slot = _Slot(
+                    issuer.issuer,
+                    policy,
+                    source(
+                        issuer.jwks_url,
+                        issuer.issuer if issuer.discover else None,
+                        issuer.allow_insecure_loopback,
+                    ),
+                    clock,
+                )
+                assert slot.source is not None  # noqa: S101 - built just above
+                slot.source.subscribe(slot.install)
+            else:
+                slot, count = _static_slot(issuer, policy, clock)
+                static_keys += count
+            slots[issuer.issuer] = slot
+    router = KeyRouter(slots, list(sources.values()), clients, config.max_token_size, static_keys)
+    return router, config
+
+
+def weak_callback(method: Callable[[], None]) -> Callable[[], None]:
+    """A callback that does not keep its object alive (no verifier<->router cycle)."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            target()
+
+    return call
