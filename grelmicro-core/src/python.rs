@@ -1,9 +1,7 @@
 //! All pyo3 glue: the `grelmicro_core._core` module.
 //!
 //! Errors cross in one place ([`to_py`]): every core error becomes a
-//! `CoreError(kind, message)` whose `context` attribute holds the error's
-//! structured context as a dict (or `None`); the Python layer maps the kind
-//! to its class.
+//! `CoreError(kind, message)`; the Python layer maps the kind to its class.
 //! Signature work runs detached from the interpreter (the GIL is released
 //! on GIL builds); only the payload's conversion into Python objects needs
 //! to be attached. Every class is frozen: rotation builds new objects.
@@ -17,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
 
 use crate::algorithm::{Algorithm, Family};
-use crate::error::{Detail, Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
 use crate::json::{self, Builder};
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
 use crate::policy::{
@@ -30,33 +28,12 @@ create_exception!(
     _core,
     CoreError,
     PyException,
-    "Raised by the core for every refusal; args are (kind, message), context is a dict or None."
+    "Raised by the core for every refusal; args are (kind, message)."
 );
 
 /// The single conversion of a core error into a Python exception.
 fn to_py(err: Error) -> PyErr {
-    let py_err = CoreError::new_err((err.kind().as_str(), err.message().to_owned()));
-    if err.context().is_empty() {
-        return py_err;
-    }
-    Python::attach(|py| {
-        let context = PyDict::new(py);
-        for (name, detail) in err.context() {
-            let value = match detail {
-                Detail::Number(n) => PyFloat::new(py, *n).into_any(),
-                Detail::Text(t) => PyString::new(py, t).into_any(),
-                Detail::Texts(items) => match PyTuple::new(py, items) {
-                    Ok(tuple) => tuple.into_any(),
-                    Err(_) => continue,
-                },
-            };
-            if context.set_item(*name, value).is_err() {
-                return py_err;
-            }
-        }
-        let _ = py_err.value(py).setattr("context", context);
-        py_err
-    })
+    CoreError::new_err((err.kind().as_str(), err.message().to_owned()))
 }
 
 /// Borrows the bytes of a `str` or `bytes` argument.
@@ -507,7 +484,7 @@ impl PyVerifier {
         } else {
             self.inner.authenticate(bytes)
         }
-        .map_err(|err| to_py(token::explain(bytes, err)))?;
+        .map_err(to_py)?;
         let mut builder = PyBuilder {
             py,
             issuers: &self.issuers,
@@ -572,9 +549,8 @@ fn unverified_header<'py>(
     max_token_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    let explain = |err| to_py(token::explain(bytes, err));
-    let segments = token::split(bytes, max_token_size).map_err(explain)?;
-    let decoded = token::decode(segments.header).map_err(explain)?;
+    let segments = token::split(bytes, max_token_size).map_err(to_py)?;
+    let decoded = token::decode(segments.header).map_err(to_py)?;
     // Validate like the verifier would, then build the full mapping.
     header::parse(&decoded, DEFAULT_MAX_DEPTH).map_err(to_py)?;
     let mut builder = PyBuilder {
@@ -639,9 +615,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SOURCE_HASH", crate::SOURCE_HASH)?;
-    let core_error = py.get_type::<CoreError>();
-    core_error.setattr("context", py.None())?;
-    m.add("CoreError", core_error)?;
+    m.add("CoreError", py.get_type::<CoreError>())?;
     m.add_class::<PyKey>()?;
     m.add_class::<PyKeySet>()?;
     m.add_class::<PyPolicy>()?;
