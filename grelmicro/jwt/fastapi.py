@@ -241,14 +241,12 @@ class JWTBearer(SecurityBase):
                 return None
             try:
                 claims = self.verifier.verify(token)
-            except UnknownKeyError:
-                # Keys from the network may have rotated: the async path may
-                # refresh them (at most once per cooldown) before refusing.
+            except (UnknownKeyError, KeysUnavailableError):
+                # Network keys may be rotating or still loading: the async path
+                # waits for the fetch the sync one started (one per cooldown).
                 claims = await self._verify_refreshing(token)
             except TokenRejectedError as exc:
                 raise self._invalid_token(exc.reason) from None
-            except KeysUnavailableError:
-                raise self._unavailable() from None
             if security_scopes.scopes:
                 self._check_scopes(claims, security_scopes.scopes)
         except BearerError as exc:
@@ -540,14 +538,15 @@ def _scope_token(scope: str) -> str:
 
 
 def _discovery_url(verifier: JWTVerifier) -> str | None:
-    """The OIDC discovery URL of a verifier built with ``discover=``, if any."""
-    for name in ("discovery_url", "discover"):
-        value = getattr(verifier, name, None)
-        if isinstance(value, str) and value:
-            if value.endswith("/.well-known/openid-configuration"):
-                return value
-            return value.rstrip("/") + "/.well-known/openid-configuration"
-    return None
+    """The OIDC discovery URL of a verifier whose only key source is ``discover=``."""
+    router = getattr(verifier, "_router", None)
+    sources = list(getattr(router, "_sources", None) or ())
+    if len(sources) != 1:
+        return None
+    issuer = getattr(sources[0], "discover", None)
+    if not isinstance(issuer, str) or not issuer:
+        return None
+    return issuer.rstrip("/") + "/.well-known/openid-configuration"
 
 
 # -- the Depends(verifier.verify) mistake ------------------------------------
