@@ -87,10 +87,15 @@ def serve_jwks(document: dict[str, Any]) -> Iterator[str]:
         thread.join()
 
 
-def build_verifier(jwks_url: str, jwks: dict[str, Any]) -> JWTVerifier:
-    """The verifier of the demo service: keys from the local JWKS URL."""
-    del jwks_url  # until network keys land: the same document, given in code
-    return JWTVerifier(jwks=jwks, audience=AUDIENCE, issuer=ISSUER)
+def build_verifier(jwks_url: str) -> JWTVerifier:
+    """The verifier of the demo service: keys from the local JWKS URL.
+
+    Plain http is refused for a JWKS URL unless it is on the loopback
+    interface and ``allow_insecure_loopback=True`` says so.
+    """
+    return JWTVerifier(
+        jwks_url=jwks_url, allow_insecure_loopback=True, audience=AUDIENCE, issuer=ISSUER
+    )
 
 
 def show(title: str, method: str, path: str, response: httpx.Response) -> None:
@@ -120,7 +125,7 @@ async def run() -> int:
     ]
 
     with serve_jwks({"keys": [public_jwk(key)]}) as jwks_url:
-        verifier = build_verifier(jwks_url, {"keys": [public_jwk(key)]})
+        verifier = build_verifier(jwks_url)
         app = build_app(verifier)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))

@@ -7,12 +7,14 @@ mistake. Time is pinned with the verifier's clock.
 """
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +27,7 @@ from pydantic import BaseModel
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key, KeysUnavailableError
+from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key
 from grelmicro.jwt.fastapi import JWTBearer, check_routes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,21 +348,123 @@ def test_empty_bearer_credentials_are_invalid_request(client):
 # -- 503 -----------------------------------------------------------------------------------
 
 
-def test_keys_unavailable_is_503_with_retry_after():
-    verifier = make_verifier()
+@contextmanager
+def documents(pages: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
+    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log."""
+    log: list[str] = []
 
-    def unavailable(token: str | bytes, /, *, now: float | None = None) -> Claims:
-        raise KeysUnavailableError("no keys")
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            log.append(self.path)
+            page = pages.get(self.path)
+            body = b"" if page is None else json.dumps(page).encode()
+            self.send_response(404 if page is None else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    # Stand-in for a key source that is down (the network-keys path raises the same).
-    object.__setattr__(verifier, "verify", unavailable)
-    app, _ = build(verifier, retry_after=7)
-    with serve(app) as client:
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", log
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def network_verifier(url: str, **settings: Any) -> JWTVerifier:
+    settings.setdefault("audience", AUDIENCE)
+    return JWTVerifier(jwks_url=url, allow_insecure_loopback=True, clock=lambda: NOW, **settings)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_lifespan_loads_network_keys_at_startup_and_stops_the_refresh_at_shutdown():
+    signer = private_key("ES256", kid="k1")
+    with documents({"/jwks.json": {"keys": [signer.public_jwk()]}}) as (base, log):
+        verifier = network_verifier(f"{base}/jwks.json")
+        app, auth = build(verifier)
+        app.add_api_route("/ready", auth.readiness)
+        assert not verifier.health().ready
+        with serve(app) as client:
+            # keys were fetched during startup, before any request
+            assert log == ["/jwks.json"]
+            assert verifier.health().ready
+            assert client.get("/ready").json()["ready"] is True
+            token = signer.mint({"aud": AUDIENCE, "sub": "net", "exp": NOW + 60})
+            assert client.get("/me", headers=bearer(token)).json()["sub"] == "net"
+        # shutdown ran aclose(): the background refresh task is gone
+        (source,) = verifier._router._sources  # type: ignore[attr-defined]
+        assert source._background is None
+        assert source._closed
+
+
+def test_keys_unavailable_is_503_with_retry_after_and_not_ready():
+    verifier = network_verifier(f"http://127.0.0.1:{closed_port()}/jwks.json")
+    app, auth = build(verifier, retry_after=7)
+    app.add_api_route("/ready", auth.readiness)
+    with serve(app) as client:  # a key source that is down does not stop startup
         response = client.get("/me", headers=bearer(mint()))
+        ready = client.get("/ready")
     assert response.status_code == 503
     assert response.headers["retry-after"] == "7"
     assert "www-authenticate" not in response.headers
     assert problem(response)["reason"] == "keys-unavailable"
+    assert ready.status_code == 503
+    assert ready.headers["retry-after"] == "7"
+    assert ready.json()["ready"] is False
+
+
+def test_websocket_keys_unavailable_closes_with_1013():
+    verifier = network_verifier(f"http://127.0.0.1:{closed_port()}/jwks.json")
+    app, _ = build(verifier)
+    running = Running(app)
+    assert running.start()
+    try:
+        url = running.url.replace("http://", "ws://")
+        with connect(f"{url}/ws", additional_headers=bearer(mint())) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=5)
+    finally:
+        running.stop()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1013
+    assert closed.value.rcvd.reason == "keys-unavailable"
+
+
+def test_discovery_shows_an_openid_connect_scheme():
+    signer = private_key("ES256", kid="k1")
+    pages: dict[str, Any] = {"/jwks.json": {"keys": [signer.public_jwk()]}}
+    with documents(pages) as (base, _):
+        issuer = f"{base}/"
+        pages["/.well-known/openid-configuration"] = {
+            "issuer": issuer,
+            "jwks_uri": f"{base}/jwks.json",
+        }
+        verifier = JWTVerifier(
+            discover=issuer, allow_insecure_loopback=True, audience=AUDIENCE, clock=lambda: NOW
+        )
+        app, _ = build(verifier)
+        with serve(app) as client:
+            schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
+            token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
+            assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
+    assert schemes == {
+        "JWTBearer": {
+            "type": "openIdConnect",
+            "openIdConnectUrl": f"{base}/.well-known/openid-configuration",
+        }
+    }
 
 
 # -- variants ------------------------------------------------------------------------------
