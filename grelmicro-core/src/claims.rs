@@ -7,8 +7,8 @@
 
 use jiter::{Jiter, NumberAny, NumberInt, Peek};
 
-use crate::error::{malformed, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, parse_error, value, Builder};
+use crate::error::{malformed, Detail, Error, ErrorKind, Result};
+use crate::json::{duplicate_member, parse_error, value, Builder, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
 const EXP: usize = 0;
@@ -45,16 +45,20 @@ fn time_value<B: Builder>(
     if !peek.is_num() {
         return Err(invalid(name, "a number"));
     }
-    Ok(
-        match jiter.known_number(peek).map_err(|e| parse_error(&e))? {
-            NumberAny::Int(NumberInt::Int(int)) => (builder.int(int)?, int as f64),
-            NumberAny::Int(NumberInt::BigInt(big)) => {
-                let approx = big.to_string().parse::<f64>().unwrap_or(f64::NAN);
-                (builder.big_int(&big)?, approx)
+    // A time beyond the range of a double would become an infinity (a token
+    // that never expires): refused, whether written as a float or an integer.
+    match jiter.known_number(peek).map_err(|e| parse_error(&e))? {
+        NumberAny::Int(NumberInt::Int(int)) => Ok((builder.int(int)?, int as f64)),
+        NumberAny::Int(NumberInt::BigInt(big)) => {
+            let approx = big.to_string().parse::<f64>().unwrap_or(f64::NAN);
+            if !approx.is_finite() {
+                return Err(invalid(name, "a finite number"));
             }
-            NumberAny::Float(float) => (builder.float(float)?, float),
-        },
-    )
+            Ok((builder.big_int(&big)?, approx))
+        }
+        NumberAny::Float(float) if float.is_finite() => Ok((builder.float(float)?, float)),
+        NumberAny::Float(_) => Err(invalid(name, "a finite number")),
+    }
 }
 
 fn string_value<'j>(jiter: &'j mut Jiter<'_>, name: &str) -> Result<&'j str> {
@@ -157,7 +161,16 @@ pub fn decode<B: Builder>(
             }
             None => {
                 let peek = jiter.peek().map_err(|e| parse_error(&e))?;
-                value(&mut jiter, peek, builder, 1, policy.max_depth)?
+                value(&mut jiter, peek, builder, 1, policy.max_depth).map_err(|err| {
+                    if err == NON_FINITE {
+                        Error::new(
+                            ErrorKind::InvalidClaim,
+                            "a claim holds a number out of range (it would not be finite)",
+                        )
+                    } else {
+                        err
+                    }
+                })?
             }
         };
         if let Some(index) = slot {
@@ -215,7 +228,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
                 show(now),
                 show(leeway)
             ),
-        ));
+        )
+        .detail("exp", Detail::Number(seen.exp))
+        .detail("now", Detail::Number(now))
+        .detail("leeway", Detail::Number(leeway)));
     }
     if has(NBF) && !after_nbf {
         return Err(Error::with(
@@ -226,7 +242,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
                 show(now),
                 show(leeway)
             ),
-        ));
+        )
+        .detail("nbf", Detail::Number(seen.nbf))
+        .detail("now", Detail::Number(now))
+        .detail("leeway", Detail::Number(leeway)));
     }
     if has(IAT) {
         if !iat_past {
@@ -238,7 +257,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
                     show(now),
                     show(leeway)
                 ),
-            ));
+            )
+            .detail("iat", Detail::Number(seen.iat))
+            .detail("now", Detail::Number(now))
+            .detail("leeway", Detail::Number(leeway)));
         }
         if let Some(max_age) = policy.max_age {
             let young_enough = now - seen.iat <= max_age + leeway;
@@ -251,7 +273,11 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
                         show(max_age),
                         show(now)
                     ),
-                ));
+                )
+                .detail("iat", Detail::Number(seen.iat))
+                .detail("now", Detail::Number(now))
+                .detail("leeway", Detail::Number(leeway))
+                .detail("max_age", Detail::Number(max_age)));
             }
         }
     }
@@ -263,10 +289,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             ));
         }
         if !seen.issuer_ok {
-            return Err(Error::new(
-                ErrorKind::Issuer,
-                "token issuer is not accepted",
-            ));
+            return Err(
+                Error::new(ErrorKind::Issuer, "token issuer is not accepted")
+                    .detail("expected", Detail::Texts(policy.issuers.clone())),
+            );
         }
     }
     if policy.audiences.is_empty() {
@@ -274,7 +300,8 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             return Err(Error::new(
                 ErrorKind::Audience,
                 "token has an aud claim but no audience is configured",
-            ));
+            )
+            .detail("expected", Detail::Texts(Vec::new())));
         }
     } else {
         if !has(AUD) {
@@ -284,10 +311,10 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             ));
         }
         if !seen.audience_ok {
-            return Err(Error::new(
-                ErrorKind::Audience,
-                "token audience does not match",
-            ));
+            return Err(
+                Error::new(ErrorKind::Audience, "token audience does not match")
+                    .detail("expected", Detail::Texts(policy.audiences.clone())),
+            );
         }
     }
     Ok(())
@@ -362,6 +389,18 @@ mod tests {
         }
         assert!(run(r#"{"exp":1e300}"#, &p, 0.0).is_ok());
         assert!(run(r#"{"exp":123456789012345678901234567890}"#, &p, 0.0).is_ok());
+        // Out of a double's range: an infinite exp would never expire.
+        let huge = format!(r#"{{"exp":1{}}}"#, "0".repeat(400));
+        for bad in [
+            r#"{"exp":1e400}"#,
+            r#"{"nbf":-1e309}"#,
+            r#"{"iat":1e999}"#,
+            huge.as_str(),
+            r#"{"x":[1,{"y":1e400}]}"#,
+            r#"{"x":-1e309}"#,
+        ] {
+            assert_eq!(kind(bad, &p, 0.0), ErrorKind::InvalidClaim, "{bad}");
+        }
     }
 
     #[test]
@@ -431,5 +470,23 @@ mod tests {
         let p = policy(PolicyOptions::default());
         let err = run(r#"{"exp":100,"secret":"hunter2"}"#, &p, 200.0).unwrap_err();
         assert_eq!(err.message(), "token expired at 100 (now 200, leeway 0s)");
+        assert_eq!(
+            err.context(),
+            &[
+                ("exp", Detail::Number(100.0)),
+                ("now", Detail::Number(200.0)),
+                ("leeway", Detail::Number(0.0)),
+            ]
+        );
+        let p = policy(PolicyOptions {
+            issuers: vec!["https://i/".into()],
+            required: vec![],
+            ..Default::default()
+        });
+        let err = run(r#"{"iss":"https://evil/"}"#, &p, 0.0).unwrap_err();
+        assert_eq!(
+            err.context(),
+            &[("expected", Detail::Texts(vec!["https://i/".into()]))]
+        );
     }
 }

@@ -113,12 +113,47 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// A refusal: its kind plus a message written for people.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One piece of structured context on a refusal: configuration values
+/// (expected issuers), times, or a short, capped value taken from the token
+/// (its `kid`). The Python layer turns these into exception attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Detail {
+    Number(f64),
+    Text(String),
+    Texts(Vec<String>),
+}
+
+/// Longest token-derived text kept as context (in bytes, cut on a char boundary).
+pub const MAX_DETAIL_TEXT: usize = 128;
+
+/// `text` cut to at most [`MAX_DETAIL_TEXT`] bytes.
+pub fn capped(text: &str) -> String {
+    if text.len() <= MAX_DETAIL_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_DETAIL_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// A refusal: its kind plus a message written for people, and optional
+/// structured context (built on the error path only).
+#[derive(Clone, Debug)]
 pub struct Error {
     kind: ErrorKind,
     message: Cow<'static, str>,
+    context: Option<Box<[(&'static str, Detail)]>>,
 }
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     /// An error with a fixed message.
@@ -126,6 +161,7 @@ impl Error {
         Error {
             kind,
             message: Cow::Borrowed(message),
+            context: None,
         }
     }
 
@@ -134,7 +170,17 @@ impl Error {
         Error {
             kind,
             message: Cow::Owned(message),
+            context: None,
         }
+    }
+
+    /// Adds one piece of structured context.
+    #[must_use]
+    pub fn detail(mut self, name: &'static str, value: Detail) -> Self {
+        let mut items = self.context.take().map(Vec::from).unwrap_or_default();
+        items.push((name, value));
+        self.context = Some(items.into_boxed_slice());
+        self
     }
 
     pub const fn kind(&self) -> ErrorKind {
@@ -143,6 +189,11 @@ impl Error {
 
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The structured context, in the order it was added.
+    pub fn context(&self) -> &[(&'static str, Detail)] {
+        self.context.as_deref().unwrap_or(&[])
     }
 }
 

@@ -118,11 +118,19 @@ pub fn value<B: Builder>(
     }
 }
 
+/// A number literal beyond the range of a double (`1e400`, `-1e309`): it
+/// would become an infinity, so it is refused wherever it appears.
+pub(crate) const NON_FINITE: Error = Error::new(
+    ErrorKind::Malformed,
+    "a JSON number is out of range (it would not be finite)",
+);
+
 fn number<B: Builder>(jiter: &mut Jiter<'_>, peek: Peek, builder: &mut B) -> Result<B::Value> {
     match jiter.known_number(peek).map_err(|e| parse_error(&e))? {
         NumberAny::Int(NumberInt::Int(int)) => builder.int(int),
         NumberAny::Int(NumberInt::BigInt(big)) => builder.big_int(&big),
-        NumberAny::Float(float) => builder.float(float),
+        NumberAny::Float(float) if float.is_finite() => builder.float(float),
+        NumberAny::Float(_) => Err(NON_FINITE),
     }
 }
 
@@ -340,6 +348,14 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::Malformed, "{bad:?}");
             assert_eq!(err.message(), "invalid JSON");
         }
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused() {
+        for bad in [&b"1e400"[..], b"-1e309", b"[1,{\"a\":2e308}]"] {
+            assert_eq!(parse(bad).unwrap_err(), NON_FINITE, "{bad:?}");
+        }
+        assert_eq!(parse(b"1e308").unwrap(), Value::Float(1e308));
     }
 
     #[test]

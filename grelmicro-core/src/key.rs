@@ -71,41 +71,183 @@ fn is_public_key_der(bytes: &[u8]) -> bool {
             || der::rsa_components(bytes).is_ok())
 }
 
-/// Whether JSON text is a JWK, a JWKS or a list of JWKs.
-fn is_jwk_json(text: &[u8]) -> bool {
-    let Ok(value) = Value::parse(text, 8) else {
-        return false;
-    };
-    let is_jwk = |v: &Value| v.get("kty").is_some();
-    match &value {
-        Value::Array(items) => items.iter().any(is_jwk),
-        _ => is_jwk(&value) || matches!(value.get("keys"), Some(Value::Array(_))),
+/// Looks for a member named `kty` or `keys` at any depth, tolerating what a
+/// strict parse refuses (duplicate members): a JWK with a duplicate member
+/// is still a public key.
+struct JwkFinder {
+    found: bool,
+}
+
+impl crate::json::Builder for JwkFinder {
+    type Value = ();
+    type Key = ();
+    type Object = ();
+
+    fn null(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn boolean(&mut self, _: bool) -> Result<()> {
+        Ok(())
+    }
+    fn int(&mut self, _: i64) -> Result<()> {
+        Ok(())
+    }
+    fn big_int(&mut self, _: &num_bigint::BigInt) -> Result<()> {
+        Ok(())
+    }
+    fn float(&mut self, _: f64) -> Result<()> {
+        Ok(())
+    }
+    fn string(&mut self, _: &str) -> Result<()> {
+        Ok(())
+    }
+    fn array(&mut self, _: Vec<()>) -> Result<()> {
+        Ok(())
+    }
+    fn key(&mut self, name: &str) -> Result<()> {
+        self.found |= name == "kty" || name == "keys";
+        Ok(())
+    }
+    fn object(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn insert(&mut self, (): &mut (), (): (), (): ()) -> Result<bool> {
+        Ok(true)
+    }
+    fn finish_object(&mut self, (): ()) -> Result<()> {
+        Ok(())
     }
 }
 
-/// A public key must never become an HMAC secret: anyone holding the public
-/// key could then forge tokens. Refused: PEM, SSH and JWK/JWKS text, DER of a
-/// key or certificate, and base64 (either alphabet, any whitespace) of such DER.
-fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
-    let trimmed = secret.trim_ascii();
-    const MARKERS: [&[u8]; 6] = [
-        b"-----BEGIN",
-        b"ssh-rsa ",
-        b"ssh-ed25519 ",
+/// Whether text is (or looks like) a JWK, a JWKS or a list of JWKs: JSON
+/// at any nesting depth, with duplicate members, or a Python `repr` of one.
+fn is_jwk_text(text: &[u8]) -> bool {
+    if !matches!(text.first(), Some(b'{' | b'[' | b'(')) {
+        return false;
+    }
+    // The member name in plain text (JSON, a Python repr, YAML-ish dumps).
+    if memchr::memmem::find(text, b"kty").is_some() {
+        return true;
+    }
+    // Escaped member names (`"k\u0074y"`): a lenient parse finds them.
+    let mut finder = JwkFinder { found: false };
+    let _ = crate::json::document(text, &mut finder, 512);
+    finder.found
+}
+
+/// An uncompressed EC point on a supported curve, with or without its
+/// leading 0x04 (the raw `x || y` of a JWK). A random secret lands on a
+/// curve with negligible probability, so this refuses no real secret.
+fn is_raw_ec_point(bytes: &[u8]) -> bool {
+    use aws_lc_rs::signature::{
+        ECDSA_P256K1_SHA256_FIXED, ECDSA_P256_SHA256_FIXED, ECDSA_P384_SHA384_FIXED,
+        ECDSA_P521_SHA512_FIXED,
+    };
+    let point: Vec<u8> = match bytes.len() {
+        65 | 97 | 133 if bytes[0] == 0x04 => bytes.to_vec(),
+        64 | 96 | 132 => [&[0x04], bytes].concat(),
+        _ => return false,
+    };
+    let curves: &[&'static aws_lc_rs::signature::EcdsaVerificationAlgorithm] = match point.len() {
+        65 => &[&ECDSA_P256_SHA256_FIXED, &ECDSA_P256K1_SHA256_FIXED],
+        97 => &[&ECDSA_P384_SHA384_FIXED],
+        _ => &[&ECDSA_P521_SHA512_FIXED],
+    };
+    curves
+        .iter()
+        .any(|curve| ParsedPublicKey::new(*curve, &point).is_ok())
+}
+
+/// The SSH wire form of a public key or certificate (RFC 4253 §6.6): a
+/// length-prefixed key-type name such as `ssh-ed25519`.
+fn is_ssh_blob(bytes: &[u8]) -> bool {
+    let Some((length, rest)) = bytes.split_first_chunk::<4>() else {
+        return false;
+    };
+    let length = u32::from_be_bytes(*length) as usize;
+    (1..=64).contains(&length) && rest.len() > length && is_ssh_key_type(&rest[..length])
+}
+
+/// An OpenSSH key-type name: `ssh-rsa`, `ecdsa-sha2-nistp256`,
+/// `ssh-ed25519-cert-v01@openssh.com`, `sk-ssh-ed25519@openssh.com`, ...
+fn is_ssh_key_type(name: &[u8]) -> bool {
+    const PREFIXES: [&[u8]; 6] = [
+        b"ssh-",
         b"ecdsa-sha2-",
         b"sk-ssh-",
         b"sk-ecdsa-",
+        b"rsa-sha2-",
+        b"x509v3-",
     ];
-    if MARKERS.iter().any(|m| trimmed.starts_with(m))
-        || secret.windows(10).any(|w| w == b"-----BEGIN")
+    name.len() <= 64
+        && PREFIXES.iter().any(|p| name.starts_with(p))
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'@' | b'.' | b'_'))
+}
+
+/// An OpenSSH public key or certificate line (`authorized_keys`,
+/// `known_hosts`, `*.pub`, `*-cert.pub`), options and host names included:
+/// some field names a key type, or is the base64 of an SSH key blob.
+fn is_ssh_line(text: &[u8]) -> bool {
+    let fields: Vec<&[u8]> = text
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty())
+        .collect();
+    fields.iter().enumerate().any(|(i, field)| {
+        (is_ssh_key_type(field) && i + 1 < fields.len())
+            || (field.starts_with(b"AAAA")
+                && base64_simd::STANDARD
+                    .decode_to_vec(field)
+                    .is_ok_and(|blob| is_ssh_blob(&blob)))
+    })
+}
+
+/// Hex text (any case, optional `:` or whitespace separators) decoded.
+fn hex_decode(text: &[u8]) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|b| !(b.is_ascii_whitespace() || *b == b':'))
+        .collect();
+    if digits.len() < 2 || digits.len() % 2 != 0 {
+        return None;
+    }
+    let value = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    digits
+        .chunks_exact(2)
+        .map(|pair| Some((value(pair[0])? << 4) | value(pair[1])?))
+        .collect()
+}
+
+/// Binary forms of a public key: DER of a key or certificate, a raw EC
+/// point, an SSH key blob.
+fn is_public_key_binary(bytes: &[u8]) -> bool {
+    is_public_key_der(bytes) || is_raw_ec_point(bytes) || is_ssh_blob(bytes)
+}
+
+/// A public key must never become an HMAC secret: anyone holding the public
+/// key could then forge tokens. Refused: PEM (and RFC 4716 SSH) text, OpenSSH
+/// public key and certificate lines, JWK/JWKS text (also after a BOM, with
+/// duplicate members, nested deep, or as a Python `repr`), DER of a key or
+/// certificate, a raw EC point, and the base64 (either alphabet, any
+/// whitespace) or hex of those binary forms.
+fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    let unmarked = secret.strip_prefix(BOM).unwrap_or(secret);
+    let trimmed = unmarked.trim_ascii();
+    if memchr::memmem::find(secret, b"-----BEGIN").is_some()
+        || memchr::memmem::find(secret, b"---- BEGIN SSH2").is_some()
     {
         return true;
     }
-    if (trimmed.starts_with(b"{") || trimmed.starts_with(b"[")) && is_jwk_json(trimmed) {
+    if is_ssh_line(trimmed) || is_jwk_text(trimmed) || is_public_key_binary(secret) {
         return true;
     }
-    if is_public_key_der(secret) {
-        return true;
+    if let Some(bytes) = hex_decode(trimmed) {
+        if is_public_key_binary(&bytes) {
+            return true;
+        }
     }
     // Base64 of DER (how some identity providers display a key): normalise
     // the URL-safe alphabet, then decode forgivingly (whitespace, padding).
@@ -117,7 +259,60 @@ fn looks_like_asymmetric_key(secret: &[u8]) -> bool {
             other => *other,
         })
         .collect();
-    base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_der(&der))
+    base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_binary(&der))
+}
+
+/// Reads every PEM block, refusing the mistakes people make with PEM input
+/// with a message that names the mistake (never quoting the input).
+fn read_pem(data: &[u8]) -> Result<Vec<pem::Pem>> {
+    let text = data.trim_ascii();
+    let begins = memchr::memmem::find_iter(data, b"-----BEGIN").count();
+    if begins == 0 {
+        let looks_like_path = !text.is_empty()
+            && text.len() < 4096
+            && !text.contains(&b'\n')
+            && (text.starts_with(b"/")
+                || text.starts_with(b"./")
+                || text.starts_with(b"~")
+                || text.get(1..3) == Some(&b":\\"[..])
+                || [".pem", ".crt", ".cer", ".key", ".pub"]
+                    .iter()
+                    .any(|ext| text.ends_with(ext.as_bytes())));
+        return Err(invalid_key(if looks_like_path {
+            "this looks like a file path, not PEM text: pass the file's contents \
+             (for example Path(path).read_bytes())"
+        } else {
+            "not a PEM document (expected -----BEGIN PUBLIC KEY----- ...)"
+        }));
+    }
+    if memchr::memmem::find(data, b"\\n").is_some() && !text.contains(&b'\n') {
+        return Err(invalid_key(
+            "the PEM holds literal \\n sequences instead of line breaks \
+             (replace them with real newlines)",
+        ));
+    }
+    let blocks = pem::parse_many(data).map_err(|_| invalid_key("not a valid PEM document"))?;
+    if blocks.len() != begins {
+        return Err(invalid_key(
+            "the PEM holds a block that cannot be read (check its BEGIN/END lines and base64)",
+        ));
+    }
+    for block in &blocks {
+        let tag = block.tag();
+        if tag.contains("PRIVATE KEY") {
+            return Err(invalid_key(
+                "a private key was given where a public key is expected \
+                 (export the public key, e.g. openssl pkey -pubout)",
+            ));
+        }
+        if tag.contains("CERTIFICATE REQUEST") {
+            return Err(invalid_key(
+                "a certificate signing request was given; pass the issued certificate \
+                 or the public key",
+            ));
+        }
+    }
+    Ok(blocks)
 }
 
 /// Ed25519 public keys of small order (and their non-canonical encodings):
@@ -220,22 +415,33 @@ impl Key {
                 "a PEM key cannot be used with HS256/HS384/HS512",
             ));
         }
-        let block = pem::parse(data).map_err(|_| invalid_key("not a valid PEM document"))?;
-        let tag = block.tag();
-        if tag.contains("PRIVATE KEY") {
-            return Err(invalid_key(
-                "a private key was given where a public key is expected",
-            ));
-        }
+        let blocks = read_pem(data)?;
+        let block = &blocks[0];
         let contents = block.contents();
-        match tag {
+        let key = match block.tag() {
             "PUBLIC KEY" => Key::spki(contents, algorithm, kid),
             "CERTIFICATE" => Key::spki(der::certificate_spki(contents)?, algorithm, kid),
             "RSA PUBLIC KEY" => Key::rsa_pkcs1(contents, algorithm, kid),
             _ => Err(invalid_key(
                 "unsupported PEM block (expected PUBLIC KEY, RSA PUBLIC KEY or CERTIFICATE)",
             )),
+        }?;
+        // Several blocks are accepted only as certificates of this same key
+        // (a chain would name other keys; a key plus anything is ambiguous).
+        for other in &blocks[1..] {
+            let same = block.tag() == "CERTIFICATE"
+                && other.tag() == "CERTIFICATE"
+                && der::certificate_spki(other.contents()).is_ok_and(|spki| {
+                    der::certificate_spki(contents).is_ok_and(|first| first == spki)
+                });
+            if !same {
+                return Err(invalid_key(
+                    "the PEM holds more than one block; pass exactly one public key \
+                     (several blocks are accepted only as certificates of the same key)",
+                ));
+            }
         }
+        Ok(key)
     }
 
     /// A DER SubjectPublicKeyInfo.
@@ -680,6 +886,128 @@ mod tests {
         // Ordinary random-looking secrets stay accepted.
         assert!(Key::secret(b"0123456789abcdef0123456789abcdef", Algorithm::HS256, None).is_ok());
         assert!(Key::secret(&[0x30; 40], Algorithm::HS256, None).is_ok());
+    }
+
+    fn to_hex(bytes: &[u8]) -> String {
+        use std::fmt::Write as _;
+        bytes.iter().fold(String::new(), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+    }
+
+    fn ssh_blob(name: &str) -> Vec<u8> {
+        let mut blob = (name.len() as u32).to_be_bytes().to_vec();
+        blob.extend_from_slice(name.as_bytes());
+        blob.extend_from_slice(&32u32.to_be_bytes());
+        blob.extend_from_slice(&[0x42; 32]);
+        blob
+    }
+
+    fn refused(secret: &[u8]) -> bool {
+        Key::secret(secret, Algorithm::HS256, None)
+            .is_err_and(|e| e.kind() == ErrorKind::InvalidKey && e.message().contains("public key"))
+    }
+
+    #[test]
+    fn more_public_key_forms_are_not_hmac_secrets() {
+        use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let n = token::encode(&[0xC5; 256]);
+        let jwk = format!(r#"{{"kty":"RSA","n":"{n}","e":"AQAB"}}"#);
+        // A JWK preceded by a UTF-8 byte order mark.
+        assert!(refused(&[b"\xEF\xBB\xBF", jwk.as_bytes()].concat()));
+        // A JWK with a duplicate member (a strict parse refuses it).
+        let dup = format!(r#"{{"kty":"RSA","n":"{n}","e":"AQAB","e":"AQAB"}}"#);
+        assert!(refused(dup.as_bytes()));
+        // A JWK with an escaped member name.
+        let escaped = format!(r#"{{"k\u0074y":"RSA","n":"{n}","e":"AQAB"}}"#);
+        assert!(refused(escaped.as_bytes()));
+        // A JWKS nested deeper than 8.
+        let deep = format!(r#"{}{{"keys":[{jwk}]}}{}"#, "[".repeat(12), "]".repeat(12));
+        assert!(refused(deep.as_bytes()));
+        // The Python repr of a JWK dict.
+        let repr = format!("{{'kty': 'RSA', 'n': '{n}', 'e': 'AQAB'}}");
+        assert!(refused(repr.as_bytes()));
+        // Hex-encoded DER (plain, upper case, colon-separated).
+        let mut spki = vec![
+            0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+        ];
+        spki.extend_from_slice(&[0x11; 32]);
+        let hex = to_hex(&spki);
+        assert!(refused(hex.as_bytes()));
+        assert!(refused(hex.to_uppercase().as_bytes()));
+        let colons: Vec<String> = spki.iter().map(|b| format!("{b:02X}")).collect();
+        assert!(refused(colons.join(":").as_bytes()));
+        // OpenSSH public keys and certificate lines, with options and comments.
+        let b64 = |blob: &[u8]| base64_simd::STANDARD.encode_to_string(blob);
+        for (name, line) in [
+            ("ssh-ed25519", "{name} {blob} user@host"),
+            ("ssh-rsa", "from=\"10.0.0.1\",no-pty {name} {blob} deploy"),
+            ("ssh-dss", "{name} {blob}"),
+            ("ecdsa-sha2-nistp256", "host.example.com {name} {blob}"),
+            (
+                "ssh-ed25519-cert-v01@openssh.com",
+                "{name} {blob} user@host",
+            ),
+            (
+                "ssh-rsa-cert-v01@openssh.com",
+                "cert-authority {name} {blob}",
+            ),
+            ("sk-ssh-ed25519@openssh.com", "{name} {blob}"),
+        ] {
+            let text = line
+                .replace("{name}", name)
+                .replace("{blob}", &b64(&ssh_blob(name)));
+            assert!(refused(text.as_bytes()), "{text}");
+            // The base64 blob alone, too.
+            assert!(refused(b64(&ssh_blob(name)).as_bytes()), "{name}");
+        }
+        assert!(refused(
+            b"---- BEGIN SSH2 PUBLIC KEY ----\nAAAA\n---- END SSH2 PUBLIC KEY ----"
+        ));
+        // A raw EC point: uncompressed, without its 0x04, in base64 and hex.
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+        let point = pair.public_key().as_ref().to_vec();
+        assert_eq!(point.len(), 65);
+        assert!(refused(&point));
+        assert!(refused(&point[1..]));
+        assert!(refused(token::encode(&point).as_bytes()));
+        let hex = to_hex(&point);
+        assert!(refused(hex.as_bytes()));
+        // Ordinary secrets of the same shapes stay accepted.
+        assert!(!refused(&[0x04; 65]));
+        assert!(!refused(&[0x5A; 64]));
+        assert!(!refused(b"{just a long secret with braces in it}"));
+        assert!(!refused(b"ssh-this-is-my-secret-and-it-is-long"));
+        assert!(!refused("0123456789abcdef".repeat(4).as_bytes()));
+    }
+
+    #[test]
+    fn pem_mistakes_are_named() {
+        let message = |data: &[u8]| {
+            Key::pem(data, Algorithm::RS256, None)
+                .unwrap_err()
+                .message()
+                .to_owned()
+        };
+        assert!(message(b"/etc/keys/public.pem").contains("file path"));
+        assert!(message(b"keys/public.pem").contains("file path"));
+        assert!(
+            message(b"-----BEGIN PUBLIC KEY-----\\nMIIB\\n-----END PUBLIC KEY-----")
+                .contains("literal")
+        );
+        assert!(
+            message(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+                .contains("private key")
+        );
+        assert!(message(
+            b"-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"
+        )
+        .contains("signing request"));
+        assert!(message(b"hello").contains("not a PEM document"));
     }
 
     #[test]

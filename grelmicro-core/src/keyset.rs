@@ -1,17 +1,21 @@
 //! A set of keys and the rule that picks one for a token.
 //!
-//! - A key with a `kid` matches only tokens carrying that `kid`.
-//! - A key without one matches any token whose `alg` it serves; a token
-//!   reaching those keys is accepted only when exactly one of them fits.
+//! - A key with a `kid` matches only tokens carrying that `kid`; a key
+//!   without one matches a token with any `kid` (then only a hint).
+//! - A token without `kid` is accepted only when exactly one key (with or
+//!   without a `kid` of its own) serves its `alg`: a one-key JWKS verifies
+//!   kid-less tokens, a two-key one does not.
 //! - Two different keys under one `kid` make that `kid` unusable (never
-//!   "try both").
+//!   "try both"), wherever the keys come from: a JWKS, keys given in code,
+//!   both combined, a rotation. The conflict is listed in
+//!   [`KeySet::skipped`]; a set left with no usable key is an error.
 //! - The chosen key must serve the token's `alg`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::algorithm::Algorithm;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{capped, Detail, Error, ErrorKind, Result};
 use crate::json::Value;
 use crate::key::Key;
 
@@ -34,7 +38,11 @@ pub struct Skipped {
 /// An immutable set of verification keys.
 #[derive(Debug)]
 pub struct KeySet {
+    /// Every key given, including those under a conflicting `kid` (kept so
+    /// that combining key sets re-derives the same conflicts).
     keys: Vec<Arc<Key>>,
+    /// `usable[i]`: `keys[i]` can be chosen (its `kid`, if any, is not in conflict).
+    usable: Vec<bool>,
     by_kid: HashMap<String, Slot>,
     kidless: Vec<usize>,
     skipped: Vec<Skipped>,
@@ -55,28 +63,29 @@ pub(crate) fn accepted_bits(alg: Algorithm) -> u32 {
         .fold(0, |bits, a| bits | algorithm_bit(*a))
 }
 
+const CONFLICT: &str = "two different keys share this kid; the kid is unusable";
+
+fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
+    let err = Error::new(ErrorKind::UnknownKey, message);
+    match kid {
+        Some(kid) => err.detail("kid", Detail::Text(capped(kid))),
+        None => err,
+    }
+}
+
 impl KeySet {
-    /// Keys given in code: a `kid` used twice for different keys is an error.
+    /// Keys given in code (or gathered from several sources). The same key
+    /// twice counts once; two different keys under one `kid` make that `kid`
+    /// unusable, as in a JWKS (listed in [`KeySet::skipped`]).
     pub fn new(keys: Vec<Arc<Key>>) -> Result<KeySet> {
-        let mut set = KeySet::empty();
-        for key in keys {
-            if let Some(kid) = key.kid() {
-                if let Some(Slot::One(existing)) = set.by_kid.get(kid) {
-                    if !set.keys[*existing].same_material(&key) {
-                        return Err(Error::new(
-                            ErrorKind::InvalidConfig,
-                            "two different keys share one kid",
-                        ));
-                    }
-                    continue;
-                }
-            }
-            set.push(key);
-        }
-        if set.keys.is_empty() {
+        if keys.is_empty() {
             return Err(Error::new(ErrorKind::InvalidConfig, "no keys were given"));
         }
-        Ok(set)
+        let mut set = KeySet::empty();
+        for key in keys {
+            set.add(key);
+        }
+        set.finish(ErrorKind::InvalidConfig)
     }
 
     /// A JWKS document (RFC 7517 §5). Unusable keys are skipped and listed
@@ -100,22 +109,20 @@ impl KeySet {
         for entry in entries {
             let kid = entry.get("kid").and_then(Value::as_str).map(str::to_owned);
             match Key::jwk(entry, None, allow_symmetric) {
-                Ok(key) => set.add_from_document(Arc::new(key)),
+                Ok(key) => set.add(Arc::new(key)),
                 Err(err) => set.skipped.push(Skipped {
                     kid,
                     reason: err.message().to_owned(),
                 }),
             }
         }
-        if set.keys.is_empty() {
-            return Err(bad("JWKS holds no usable key"));
-        }
-        Ok(set)
+        set.finish(ErrorKind::InvalidKey)
     }
 
     fn empty() -> KeySet {
         KeySet {
             keys: Vec::new(),
+            usable: Vec::new(),
             by_kid: HashMap::new(),
             kidless: Vec::new(),
             skipped: Vec::new(),
@@ -123,46 +130,74 @@ impl KeySet {
         }
     }
 
-    fn push(&mut self, key: Arc<Key>) {
-        if key.kid().is_none()
-            && self
-                .kidless
-                .iter()
-                .any(|i| self.keys[*i].same_material(&key))
-        {
-            return; // the same kid-less key twice is one candidate, not two
-        }
+    fn add(&mut self, key: Arc<Key>) {
         let index = self.keys.len();
-        self.algorithms |= accepted_bits(key.algorithm());
         match key.kid() {
-            Some(kid) => {
-                self.by_kid.insert(kid.to_owned(), Slot::One(index));
+            None => {
+                if self
+                    .kidless
+                    .iter()
+                    .any(|i| self.keys[*i].same_material(&key))
+                {
+                    return; // the same kid-less key twice is one candidate, not two
+                }
+                self.kidless.push(index);
             }
-            None => self.kidless.push(index),
+            Some(kid) => {
+                let same_kid = |k: &Arc<Key>| k.kid() == Some(kid);
+                if self
+                    .keys
+                    .iter()
+                    .any(|k| same_kid(k) && k.same_material(&key))
+                {
+                    return; // the same key twice is harmless
+                }
+                match self.by_kid.get(kid) {
+                    None => {
+                        self.by_kid.insert(kid.to_owned(), Slot::One(index));
+                    }
+                    Some(Slot::One(_)) => {
+                        self.skipped.push(Skipped {
+                            kid: Some(kid.to_owned()),
+                            reason: CONFLICT.to_owned(),
+                        });
+                        self.by_kid.insert(kid.to_owned(), Slot::Conflict);
+                    }
+                    Some(Slot::Conflict) => {}
+                }
+            }
         }
         self.keys.push(key);
     }
 
-    fn add_from_document(&mut self, key: Arc<Key>) {
-        if let Some(kid) = key.kid() {
-            match self.by_kid.get(kid) {
-                Some(Slot::One(existing)) => {
-                    if !self.keys[*existing].same_material(&key) {
-                        let kid = kid.to_owned();
-                        self.skipped.push(Skipped {
-                            kid: Some(kid.clone()),
-                            reason: "two different keys share this kid; the kid is unusable"
-                                .to_owned(),
-                        });
-                        self.by_kid.insert(kid, Slot::Conflict);
-                    }
-                    return;
-                }
-                Some(Slot::Conflict) => return,
-                None => {}
-            }
+    /// Marks the usable keys; refuses a set with none.
+    fn finish(mut self, failure: ErrorKind) -> Result<KeySet> {
+        let by_kid = &self.by_kid;
+        self.usable = self
+            .keys
+            .iter()
+            .map(|k| match k.kid() {
+                Some(kid) => matches!(by_kid.get(kid), Some(Slot::One(_))),
+                None => true,
+            })
+            .collect();
+        // Keys under a conflicting kid still count here, so a token naming
+        // that kid is refused as unknown-key (what it is), not as algorithm.
+        self.algorithms = self
+            .keys
+            .iter()
+            .fold(0, |bits, k| bits | accepted_bits(k.algorithm()));
+        if !self.usable.contains(&true) {
+            return Err(Error::new(
+                failure,
+                if self.keys.is_empty() {
+                    "no usable key"
+                } else {
+                    "no usable key: every kid given names two different keys"
+                },
+            ));
         }
-        self.push(key);
+        Ok(self)
     }
 
     /// Picks the key for a token's `kid` and `alg`.
@@ -172,42 +207,56 @@ impl KeySet {
 
     /// Like [`KeySet::select`], returning the key's position in [`KeySet::keys`].
     pub fn select_index(&self, kid: Option<&str>, alg: Algorithm) -> Result<usize> {
-        if let Some(kid) = kid {
-            match self.by_kid.get(kid) {
-                Some(Slot::One(index)) => {
-                    if !self.keys[*index].algorithm().accepts(alg) {
-                        return Err(Error::new(
-                            ErrorKind::Algorithm,
-                            "token alg does not match the key its kid names",
+        let Some(kid) = kid else {
+            // No kid: any usable key may be the one, if it is the only one.
+            let mut found: Option<usize> = None;
+            for (index, key) in self.keys.iter().enumerate() {
+                if self.usable[index] && key.algorithm().accepts(alg) {
+                    if let Some(first) = found {
+                        if self.keys[first].same_material(key) {
+                            continue; // one key listed with and without a kid
+                        }
+                        return Err(unknown_key(
+                            "several keys could verify this token and it names none of them (no kid)",
+                            None,
                         ));
                     }
-                    return Ok(*index);
+                    found = Some(index);
                 }
-                Some(Slot::Conflict) => {
-                    return Err(Error::new(
-                        ErrorKind::UnknownKey,
-                        "token kid names several different keys",
-                    ))
-                }
-                None => {}
             }
+            return found.ok_or(unknown_key("no configured key matches this token", None));
+        };
+        match self.by_kid.get(kid) {
+            Some(Slot::One(index)) => {
+                if !self.keys[*index].algorithm().accepts(alg) {
+                    return Err(Error::new(
+                        ErrorKind::Algorithm,
+                        "token alg does not match the key its kid names",
+                    ));
+                }
+                return Ok(*index);
+            }
+            Some(Slot::Conflict) => {
+                return Err(unknown_key(
+                    "token kid names several different keys",
+                    Some(kid),
+                ))
+            }
+            None => {}
         }
         let mut found = None;
         for index in &self.kidless {
             if self.keys[*index].algorithm().accepts(alg) {
                 if found.is_some() {
-                    return Err(Error::new(
-                        ErrorKind::UnknownKey,
-                        "several keys could verify this token and it names none of them",
+                    return Err(unknown_key(
+                        "several keys without a kid could verify this token",
+                        Some(kid),
                     ));
                 }
                 found = Some(*index);
             }
         }
-        found.ok_or(Error::new(
-            ErrorKind::UnknownKey,
-            "no configured key matches this token",
-        ))
+        found.ok_or_else(|| unknown_key("no configured key has the token's kid", Some(kid)))
     }
 
     pub fn keys(&self) -> &[Arc<Key>] {
@@ -251,11 +300,17 @@ mod tests {
             set.select(Some("c"), Algorithm::HS256).unwrap_err().kind(),
             ErrorKind::UnknownKey
         );
-        // A token without kid never reaches keys that have one.
+        // A token without kid: two keys could verify it, so neither is chosen.
         assert_eq!(
             set.select(None, Algorithm::HS256).unwrap_err().kind(),
             ErrorKind::UnknownKey
         );
+        // The unknown kid travels as context (capped), never in the message.
+        let err = set
+            .select(Some(&"z".repeat(500)), Algorithm::HS256)
+            .unwrap_err();
+        assert!(!err.message().contains("zz"));
+        assert_eq!(err.context(), &[("kid", Detail::Text("z".repeat(128)))]);
         assert_eq!(
             set.select(Some("a"), Algorithm::HS512).unwrap_err().kind(),
             ErrorKind::Algorithm
@@ -275,7 +330,46 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_kid_in_code_is_a_config_error() {
+    fn a_kidless_token_takes_the_only_key_even_one_with_a_kid() {
+        let one = KeySet::new(vec![secret(1, Some("a"))]).unwrap();
+        assert_eq!(one.select(None, Algorithm::HS256).unwrap().kid(), Some("a"));
+        // A kid the token names must still exist.
+        assert_eq!(
+            one.select(Some("b"), Algorithm::HS256).unwrap_err().kind(),
+            ErrorKind::UnknownKey
+        );
+        // Not a key of another algorithm.
+        assert_eq!(
+            one.select(None, Algorithm::HS512).unwrap_err().kind(),
+            ErrorKind::UnknownKey
+        );
+        let mixed = KeySet::new(vec![secret(1, Some("a")), secret(2, None)]).unwrap();
+        assert_eq!(
+            mixed.select(None, Algorithm::HS256).unwrap_err().kind(),
+            ErrorKind::UnknownKey
+        );
+        // The same key with and without a kid is one candidate.
+        let same = KeySet::new(vec![secret(1, Some("a")), secret(1, None)]).unwrap();
+        assert!(same.select(None, Algorithm::HS256).is_ok());
+    }
+
+    #[test]
+    fn duplicate_kid_in_code_makes_the_kid_unusable() {
+        let set = KeySet::new(vec![
+            secret(1, Some("a")),
+            secret(2, Some("a")),
+            secret(3, Some("b")),
+        ])
+        .unwrap();
+        assert_eq!(
+            set.select(Some("a"), Algorithm::HS256).unwrap_err().kind(),
+            ErrorKind::UnknownKey
+        );
+        assert!(set.select(Some("b"), Algorithm::HS256).is_ok());
+        // A kid-less token does not fall back on a conflicting key either.
+        assert_eq!(set.select(None, Algorithm::HS256).unwrap().kid(), Some("b"));
+        assert_eq!(set.skipped()[0].kid.as_deref(), Some("a"));
+        // Nothing usable left: an error.
         let err = KeySet::new(vec![secret(1, Some("a")), secret(2, Some("a"))]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig);
         // The same key twice is harmless.
@@ -310,6 +404,21 @@ mod tests {
         );
         let kids: Vec<_> = set.skipped().iter().map(|s| s.kid.clone()).collect();
         assert_eq!(kids, vec![Some("dup".to_owned()), Some("bad".to_owned())]);
+        // Combined with keys given in code, the conflict stays.
+        let mut keys = set.keys().to_vec();
+        keys.push(secret(1, Some("other")));
+        let combined = KeySet::new(keys).unwrap();
+        assert_eq!(
+            combined
+                .select(Some("dup"), Algorithm::HS256)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::UnknownKey
+        );
+        // A one-key JWKS verifies kid-less tokens.
+        let single = format!(r#"{{"keys":[{{"kty":"oct","alg":"HS256","kid":"k","k":"{k1}"}}]}}"#);
+        let single = KeySet::from_jwks(single.as_bytes(), true, 10).unwrap();
+        assert!(single.select(None, Algorithm::HS256).is_ok());
         // Symmetric keys are refused without the opt-in.
         assert_eq!(
             KeySet::from_jwks(doc.as_bytes(), false, 10)

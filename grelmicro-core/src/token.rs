@@ -65,6 +65,23 @@ pub fn split(token: &[u8], max_size: usize) -> Result<Segments<'_>> {
     })
 }
 
+/// A refusal of a token that starts with an HTTP authorization scheme
+/// (`Bearer `, `DPoP `, ...) says to strip it. Called on the error path only.
+pub fn explain(token: &[u8], err: Error) -> Error {
+    if err.kind() != ErrorKind::Malformed {
+        return err;
+    }
+    let scheme_end = token.iter().take(16).position(|b| *b == b' ');
+    match scheme_end {
+        Some(end) if end > 0 && token[..end].iter().all(u8::is_ascii_alphabetic) => Error::new(
+            ErrorKind::Malformed,
+            "the token starts with an authorization scheme (such as \"Bearer \"); \
+                 pass only the token, without the scheme",
+        ),
+        _ => err,
+    }
+}
+
 /// Strict base64url: no padding, no `+`/`/`, no whitespace, canonical
 /// trailing bits (base64-simd's strict decoder; SIMD where the CPU has it).
 pub fn decode(segment: &[u8]) -> Result<Vec<u8>> {
@@ -105,6 +122,19 @@ mod tests {
         ] {
             assert_eq!(split(token, 100).unwrap_err().kind(), kind, "{token:?}");
         }
+    }
+
+    #[test]
+    fn an_authorization_scheme_is_named() {
+        let err = explain(b"Bearer aGk.eyJ9.c2ln", malformed("invalid base64url"));
+        assert!(err.message().contains("without the scheme"));
+        let err = explain(b"bearer aGk.eyJ9.c2ln", malformed("invalid base64url"));
+        assert!(err.message().contains("without the scheme"));
+        // Other refusals keep their message.
+        let err = explain(b"aGk.eyJ9.c2ln", malformed("invalid base64url"));
+        assert_eq!(err.message(), "invalid base64url");
+        let err = explain(b"Bearer x", Error::new(ErrorKind::Signature, "bad"));
+        assert_eq!(err.kind(), ErrorKind::Signature);
     }
 
     #[test]

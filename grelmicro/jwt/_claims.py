@@ -9,14 +9,27 @@ deep, mutable copy for code that wants one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError
+
 __all__ = ["Claims"]
 
 T = TypeVar("T")
+
+#: RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
+
+
+def _scope_tokens(items: Any) -> frozenset[str]:
+    """The items that are scope tokens by RFC 6749 §3.3; anything else is not a scope."""
+    return frozenset(
+        item for item in items if isinstance(item, str) and _SCOPE_TOKEN.fullmatch(item)
+    )
 
 
 def _thaw(value: Any) -> Any:
@@ -35,6 +48,16 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, (MappingProxyType, dict)):
         return MappingProxyType({key: _freeze(item) for key, item in value.items()})
     return value
+
+
+def _failing_fields(exc: Any) -> str:
+    """Name the fields a model refused, with pydantic's error type, no values."""
+    fields = []
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
+        # A location may be a claim name from the token (extra="forbid"): escaped, capped.
+        where = ".".join(ascii(str(part))[1:-1][:64] for part in error["loc"]) or "claims"
+        fields.append(f"{where} ({error['type']})")
+    return "claims do not fit the model: " + ", ".join(fields)
 
 
 def _rebuild(data: dict[str, Any]) -> Claims:
@@ -176,14 +199,21 @@ class Claims(Mapping[str, Any]):
 
     @property
     def scopes(self) -> frozenset[str]:
-        """Scopes from ``scope`` (space-separated, RFC 8693) or ``scp`` (string or list)."""
+        """Scopes from ``scope`` (RFC 8693) or ``scp`` (string or list).
+
+        A string is split on the space character (U+0020) only, as RFC 6749
+        §3.3 says: other whitespace (a no-break space, a tab) does not
+        separate scopes. An item with characters outside the scope-token
+        grammar (printable ASCII except the double quote and the backslash)
+        is not a scope.
+        """
         raw = self._data.get("scope")
         if raw is None:
             raw = self._data.get("scp")
         if isinstance(raw, str):
-            return frozenset(raw.split())
+            return _scope_tokens(raw.split(" "))
         if isinstance(raw, tuple):
-            return frozenset(item for item in raw if isinstance(item, str))
+            return _scope_tokens(raw)
         return frozenset()
 
     def has_scopes(self, *required: str) -> bool:
@@ -198,12 +228,26 @@ class Claims(Mapping[str, Any]):
         return result
 
     def to_model(self, model: type[T]) -> T:
-        """Validate the claims into a pydantic model class."""
+        """Validate the claims into a pydantic model class.
+
+        Raises:
+            InvalidClaimError: the claims do not fit the model; the message
+                names the failing fields only, never a claim's value.
+            ConfigurationError: ``model`` is not a pydantic model class.
+        """
         validate = getattr(model, "model_validate", None)
-        if validate is None:
-            raise TypeError(f"{model!r} is not a pydantic model")
-        result: T = validate(self.to_dict())
-        return result
+        if validate is None or not isinstance(model, type):
+            raise ConfigurationError("to_model() needs a pydantic model class (a BaseModel)")
+        from pydantic import ValidationError  # noqa: PLC0415 - only needed on this path
+
+        try:
+            result: T = validate(self.to_dict())
+        except ValidationError as exc:
+            message = _failing_fields(exc)
+        else:
+            return result
+        # Raised outside the handler: pydantic's error quotes every claim.
+        raise InvalidClaimError(message)
 
     def to_struct(self, struct: type[T]) -> T:
         """Convert the claims into a ``msgspec.Struct`` class (needs msgspec)."""

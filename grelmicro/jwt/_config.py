@@ -4,21 +4,31 @@
 environment variables (prefix ``GRELMICRO_JWT_``) with
 :meth:`JWTConfig.from_env`; key material is never read from the environment
 unless the caller asks for it explicitly (see ``JWTVerifier.from_env``).
+
+Checks never switch off silently: ``exp`` is required unless
+``require_exp=False`` says otherwise (``required`` adds to it), an empty or
+blank environment value is an error, and so is an unknown
+``GRELMICRO_JWT_*`` variable (a misspelt ``ISSUERS`` would otherwise leave
+the issuer unchecked). Errors name the setting, never its value.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Literal
+from collections.abc import Collection, Mapping, Sequence
+from datetime import timedelta
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from grelmicro.jwt import _core
@@ -28,7 +38,39 @@ __all__ = ["ENV_PREFIX", "JWTConfig"]
 
 ENV_PREFIX = "GRELMICRO_JWT_"
 
+#: Every algorithm name the verifier knows (``tests/jwt/test_fail_closed.py``
+#: proves the list matches the core's). A ``Literal`` so that type checkers
+#: catch ``"RS257"``.
+AlgorithmName = Literal[
+    "HS256",
+    "HS384",
+    "HS512",
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "ES256K",
+    "EdDSA",
+    "Ed25519",
+]
+
+#: How the verified-token cache keys its entries.
+CacheKey = Literal["digest", "token"]
+
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
+
+#: Settings given in seconds; a ``datetime.timedelta`` is accepted too.
+_SECONDS = ("leeway", "max_age", "cache_ttl")
+_INTEGERS = ("max_token_size", "max_depth", "cache_size")
+_LISTS = ("audience", "issuer", "algorithms", "required")
+_BOOLEANS = ("require_exp",)
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 def _as_tuple(value: object) -> object:
@@ -36,7 +78,13 @@ def _as_tuple(value: object) -> object:
         return ()
     if isinstance(value, str):
         return (value,)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(value)
     return value
+
+
+def _describe_type(value: object) -> str:
+    return type(value).__name__
 
 
 class JWTConfig(BaseModel):
@@ -52,9 +100,13 @@ class JWTConfig(BaseModel):
     algorithms: tuple[NonEmpty, ...] | None = None
     """Allowed algorithms. ``None``: the configured keys' own."""
     leeway: float = Field(default=0.0, ge=0.0, le=3600.0, allow_inf_nan=False)
-    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``, in seconds."""
+    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``, in seconds (or a timedelta)."""
+    require_exp: StrictBool = True
+    """``exp`` is required unless this is ``False`` (the only way to accept
+    tokens that never expire)."""
     required: tuple[NonEmpty, ...] = ("exp",)
-    """Claims that must be present."""
+    """Claims that must be present: ``exp`` (unless ``require_exp=False``)
+    plus any listed here."""
     typ: NonEmpty | None = None
     """Required ``typ`` header (e.g. ``at+jwt``, RFC 9068), compared as a media type."""
     max_age: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
@@ -67,43 +119,99 @@ class JWTConfig(BaseModel):
     """Verified tokens kept; 0 disables the cache (no digest is computed)."""
     cache_ttl: float = Field(default=300.0, gt=0.0, le=86_400.0, allow_inf_nan=False)
     """Longest time a verified token is served from the cache, in seconds."""
-    cache_key: Literal["digest", "token"] = "digest"
+    cache_key: CacheKey = "digest"
     """``digest``: key entries by SHA-256 of the token (no bearer token kept in
     memory); ``token``: by the token itself (faster hits)."""
 
-    _normalise = field_validator("audience", "issuer", "required", mode="before")(_as_tuple)
+    def __init__(self, **values: Any) -> None:
+        # Direct construction gets the same treatment as build(): errors name
+        # the field, never echo its value (a secret passed by mistake).
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            message = _describe(exc)
+        else:
+            return
+        raise ConfigurationError(message)
 
-    @field_validator(
-        "leeway", "max_age", "max_token_size", "max_depth", "cache_size", "cache_ttl", mode="before"
-    )
+    @model_validator(mode="before")
     @classmethod
-    def _no_booleans(cls, value: object) -> object:
-        if isinstance(value, bool):
-            raise ValueError("must be a number, not a boolean")  # noqa: TRY004 - pydantic wants ValueError
+    def _exp_is_required(cls, data: Any) -> Any:
+        """``required`` adds to ``exp``; only ``require_exp=False`` drops it."""
+        if not isinstance(data, dict):
+            return data
+        required = _as_tuple(data.get("required", ()))
+        wants_exp = data.get("require_exp", True) is True
+        if wants_exp and isinstance(required, tuple) and "exp" not in required:
+            required = ("exp", *required)
+        return {**data, "required": required}
+
+    @field_validator("audience", "issuer", "required", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        value = _as_tuple(value)
+        if not isinstance(value, tuple):
+            raise ValueError(  # noqa: TRY004 - pydantic wants ValueError
+                f"must be a string or a list of strings, not {_describe_type(value)}"
+            )
+        for item in value:
+            if not isinstance(item, str):
+                raise ValueError(  # noqa: TRY004
+                    f"must hold strings, not {_describe_type(item)}"
+                )
         return value
+
+    @field_validator(*_SECONDS, mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        if isinstance(value, timedelta):
+            return value.total_seconds()
+        return _number(value, "a number of seconds (int, float or datetime.timedelta)")
+
+    @field_validator(*_INTEGERS, mode="before")
+    @classmethod
+    def _integers(cls, value: object) -> object:
+        return _number(value, "an integer")
 
     @field_validator("algorithms", mode="before")
     @classmethod
     def _algorithms(cls, value: object) -> object:
-        value = None if value is None else _as_tuple(value)
-        if value is not None:
-            known = set(_core.algorithms())
-            for name in value:  # type: ignore[attr-defined]
-                if name not in known:
-                    # The value is not echoed: a secret passed by mistake must not leak.
-                    expected = ", ".join(sorted(known))
-                    raise ValueError(f"unknown or unsupported algorithm; expected {expected}")
+        if value is None:
+            return None
+        value = _as_tuple(value)
+        known = _core.algorithms()
+        expected = ", ".join(known)
+        if not isinstance(value, tuple):
+            raise ValueError(  # noqa: TRY004
+                f"must be an algorithm name or a list of them ({expected}), "
+                f"not {_describe_type(value)}"
+            )
+        for name in value:
+            if not isinstance(name, str):
+                raise ValueError(  # noqa: TRY004
+                    f"must hold algorithm names as strings ({expected}), not {_describe_type(name)}"
+                )
+            if name not in known:
+                # The value is not echoed: a secret passed by mistake must not leak.
+                hint = ""
+                close = difflib.get_close_matches(name.upper(), [k.upper() for k in known], n=1)
+                if close and len(name) <= 16:
+                    hint = f" (did you mean {known[[k.upper() for k in known].index(close[0])]}?)"
+                raise ValueError(f"unknown or unsupported algorithm{hint}; expected {expected}")
         return value
 
     @classmethod
     def build(cls, **values: object) -> JWTConfig:
         """Validate ``values``; errors become :class:`ConfigurationError` naming the field."""
+        return cls(**values)
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> JWTConfig:
+        """Validate a mapping; errors become :class:`ConfigurationError` naming the field."""
         try:
-            return cls.model_validate(values)
+            return super().model_validate(obj, **kwargs)
         except ValidationError as exc:
             message = _describe(exc)
-        # Raised outside the handler: pydantic's error holds the input values
-        # (a secret passed by mistake) and must not ride along as __context__.
         raise ConfigurationError(message)
 
     @classmethod
@@ -112,24 +220,35 @@ class JWTConfig(BaseModel):
         environ: Mapping[str, str] | None = None,
         *,
         prefix: str = ENV_PREFIX,
+        known: Collection[str] = (),
         **overrides: object,
     ) -> JWTConfig:
         """Read settings from ``{prefix}AUDIENCE``, ``{prefix}LEEWAY``, ...
 
-        List settings take comma-separated values. ``overrides`` win over the
-        environment.
+        List settings take comma-separated values; ``REQUIRE_EXP`` takes
+        ``true``/``false``. ``overrides`` win over the environment.
+
+        Raises:
+            ConfigurationError: a variable is empty or blank, holds a value
+                of the wrong type, or is not a known setting (the message
+                names the closest valid one). ``known`` lists further
+                ``{prefix}*`` names the caller reads itself.
         """
         source = os.environ if environ is None else environ
+        fields = {prefix + name.upper(): name for name in cls.model_fields}
+        allowed = [*fields, *(prefix + name for name in known)]
         values: dict[str, object] = {}
-        for name, field in cls.model_fields.items():
-            raw = source.get(prefix + name.upper())
-            if raw is None:
+        for variable in sorted(source):
+            if not variable.startswith(prefix):
                 continue
-            annotation = str(field.annotation)
-            if "tuple" in annotation:
-                values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
-            else:
-                values[name] = raw
+            if variable not in allowed:
+                close = difflib.get_close_matches(variable, allowed, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise ConfigurationError(f"unknown setting {variable}{hint}")
+            name = fields.get(variable)
+            if name is None:
+                continue  # read by the caller (key material, ...)
+            values[name] = _from_text(variable, name, source[variable])
         values.update(overrides)
         return cls.build(**values)
 
@@ -151,12 +270,55 @@ class JWTConfig(BaseModel):
             _core.raise_translated(exc)
 
 
+def _number(value: object, expected: str) -> object:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be {expected}, not {_describe_type(value)}")  # noqa: TRY004
+    return value
+
+
+def _from_text(variable: str, name: str, raw: str) -> object:
+    """One environment value, parsed for its setting. Never echoes ``raw``."""
+    if not raw.strip():
+        raise ConfigurationError(
+            f"{variable} is empty; unset it to keep the default, or give a value"
+        )
+    if name in _LISTS:
+        parts = [part.strip() for part in raw.split(",")]
+        if not all(parts):
+            raise ConfigurationError(
+                f"{variable} holds an empty item; give comma-separated non-empty values"
+            )
+        return tuple(parts)
+    if name in _BOOLEANS:
+        word = raw.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise ConfigurationError(f"{variable} ({name}) must be true or false")
+    if name in _INTEGERS:
+        try:
+            return int(raw.strip())
+        except ValueError:
+            raise ConfigurationError(f"{variable} ({name}) must be an integer") from None
+    if name in _SECONDS:
+        try:
+            return float(raw.strip())
+        except ValueError:
+            raise ConfigurationError(f"{variable} ({name}) must be a number of seconds") from None
+    return raw.strip()
+
+
 def _describe(exc: ValidationError) -> str:
     """Name each failing field without echoing its input value."""
     parts = []
-    for error in exc.errors(include_input=False, include_url=False):
+    for error in exc.errors(include_input=False, include_url=False, include_context=False):
         where = ".".join(str(p) for p in error["loc"]) or "config"
-        parts.append(f"{where}: {error['msg']}")
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(where, list(JWTConfig.model_fields), n=1)
+            message = "not a setting" + (f"; did you mean {close[0]}?" if close else "")
+        parts.append(f"{where}: {message}")
     return "invalid JWT configuration: " + "; ".join(parts)
 
 

@@ -7,6 +7,8 @@ table is complete.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import NoReturn
 
 from grelmicro.jwt import errors
@@ -46,6 +48,8 @@ __all__ = [
     "algorithms",
     "cache_key",
     "error_kinds",
+    "escape",
+    "invalid_now",
     "raise_translated",
     "sha256_digest",
     "translate",
@@ -76,9 +80,114 @@ KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {
 
 
 def translate(exc: CoreError) -> errors.JWTError:
-    """Turn a core error into the matching ``grelmicro.jwt`` error."""
+    """Turn a core error into the matching ``grelmicro.jwt`` error.
+
+    The core's structured context (``exc.context``) becomes attributes of the
+    error: times as aware UTC datetimes (and ISO times in the message),
+    expected issuers/audiences, the token's ``kid`` (capped by the core,
+    escaped here). Runs on the error path only.
+    """
     kind, message = exc.args
-    return KIND_TO_ERROR[kind](message)
+    context = exc.context
+    if context is None:
+        return KIND_TO_ERROR[kind](message)
+    return _with_context(KIND_TO_ERROR[kind], message, context)
+
+
+#: Time-claim kinds: (claim in the core's context, attribute, message template).
+_TIME_ERRORS: dict[type[errors.JWTError], tuple[str, str, str]] = {
+    errors.ExpiredTokenError: ("exp", "expires_at", "token expired at {} (now {}, leeway {})"),
+    errors.TokenNotYetValidError: (
+        "nbf",
+        "not_before",
+        "token is not valid before {} (now {}, leeway {})",
+    ),
+    errors.TokenIssuedInFutureError: (
+        "iat",
+        "issued_at",
+        "token was issued in the future at {} (now {}, leeway {})",
+    ),
+    errors.TokenTooOldError: (
+        "iat",
+        "issued_at",
+        "token was issued at {}, longer ago than allowed (now {}, leeway {})",
+    ),
+}
+
+
+def _moment(seconds: object) -> datetime | None:
+    if not isinstance(seconds, float):
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _span(seconds: object) -> timedelta | None:
+    if not isinstance(seconds, float):
+        return None
+    try:
+        return timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _iso(moment: datetime | None, seconds: object) -> str:
+    if moment is None:
+        return str(seconds)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def escape(text: str, limit: int = 128) -> str:
+    """A token-derived string made safe to log: capped, non-ASCII and control characters escaped."""
+    return ascii(text[:limit])[1:-1]
+
+
+def _with_context(
+    cls: type[errors.JWTError], message: str, context: Mapping[str, object]
+) -> errors.JWTError:
+    spec = _TIME_ERRORS.get(cls)
+    if spec is not None:
+        claim, attribute, template = spec
+        when, now = _moment(context.get(claim)), _moment(context.get("now"))
+        leeway = _span(context.get("leeway"))
+        message = template.format(
+            _iso(when, context.get(claim)),
+            _iso(now, context.get("now")),
+            f"{leeway.total_seconds():g}s" if leeway is not None else "?",
+        )
+        error = cls(message)
+        setattr(error, attribute, when)
+        error.now = now  # type: ignore[attr-defined]
+        error.leeway = leeway  # type: ignore[attr-defined]
+        if cls is errors.TokenTooOldError:
+            error.max_age = _span(context.get("max_age"))  # type: ignore[attr-defined]
+        return error
+    error = cls(message)
+    expected = context.get("expected")
+    if isinstance(expected, tuple):
+        error.expected = expected  # type: ignore[attr-defined]
+    kid = context.get("kid")
+    if isinstance(kid, str):
+        error.kid = escape(kid)  # type: ignore[attr-defined]
+    return error
+
+
+def invalid_now(now: object) -> errors.ClaimsRejectedError:
+    """The refusal when ``now`` (or the clock's answer) is not a usable time.
+
+    For the verify path's error handling: catch the ``TypeError`` or
+    ``OverflowError`` a bad ``now`` raises and raise this instead.
+    """
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
+        problem = f"is a {type(now).__name__}, not a number"
+    else:
+        problem = "is out of range"
+    return errors.ClaimsRejectedError(
+        f"the time to check the token against {problem}: pass now= (or make the clock "
+        "return) seconds since the epoch as an int or float, e.g. time.time()"
+    )
 
 
 def raise_translated(exc: CoreError) -> NoReturn:

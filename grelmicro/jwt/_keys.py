@@ -2,21 +2,44 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._config import AlgorithmName
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
 __all__ = ["Key"]
+
+_KNOWN = tuple(_core.algorithms())
 
 
 def _check_names(algorithm: object, kid: object) -> None:
     if not isinstance(algorithm, str):
         raise ConfigurationError("algorithm must be a string such as 'RS256'")
+    if algorithm not in _KNOWN:
+        # The name is not echoed (a secret passed in the wrong place must not leak).
+        close = difflib.get_close_matches(algorithm.upper(), [k.upper() for k in _KNOWN], n=1)
+        hint = ""
+        if close and len(algorithm) <= 16:
+            name = _KNOWN[[k.upper() for k in _KNOWN].index(close[0])]
+            hint = f" (names are case-sensitive; did you mean {name}?)"
+        raise ConfigurationError(
+            f"unknown or unsupported algorithm{hint}; expected one of {', '.join(_KNOWN)}"
+        )
     if kid is not None and not isinstance(kid, str):
         raise ConfigurationError("kid must be a string or None")
+
+
+def _not_a_path(data: object) -> None:
+    if isinstance(data, os.PathLike):
+        raise InvalidKeyError(
+            "a file path was given, not PEM text: pass the file's contents "
+            "(for example Path(path).read_bytes())"
+        )
 
 
 class Key:
@@ -43,7 +66,7 @@ class Key:
     def secret(
         cls,
         secret: str | bytes,
-        algorithm: str = "HS256",
+        algorithm: AlgorithmName = "HS256",
         *,
         kid: str | None = None,
     ) -> Key:
@@ -55,8 +78,15 @@ class Key:
             _core.raise_translated(exc)
 
     @classmethod
-    def pem(cls, data: str | bytes, algorithm: str, *, kid: str | None = None) -> Key:
-        """A public key in PEM: SPKI, PKCS#1 RSA, or an X.509 certificate's key."""
+    def pem(cls, data: str | bytes, algorithm: AlgorithmName, *, kid: str | None = None) -> Key:
+        """A public key in PEM: SPKI, PKCS#1 RSA, or an X.509 certificate's key.
+
+        Exactly one block, or several certificates of the same key. Common
+        mistakes are named: a file path instead of its contents, escaped
+        newlines (backslash-n) instead of line breaks, a private key, a
+        certificate signing request.
+        """
+        _not_a_path(data)
         _check_names(algorithm, kid)
         try:
             return cls(_core.Key.pem(data, algorithm, kid))
@@ -67,16 +97,20 @@ class Key:
     def jwk(
         cls,
         jwk: Mapping[str, Any] | str | bytes,
-        algorithm: str | None = None,
+        algorithm: AlgorithmName | None = None,
         *,
         allow_symmetric: bool = False,
     ) -> Key:
         """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
         if algorithm is not None:
             _check_names(algorithm, None)
+        if not isinstance(allow_symmetric, bool):
+            raise ConfigurationError(
+                f"allow_symmetric must be True or False, not {type(allow_symmetric).__name__}"
+            )
         document = json_text(jwk, "JWK")
         try:
-            return cls(_core.Key.jwk(document, algorithm, allow_symmetric=bool(allow_symmetric)))
+            return cls(_core.Key.jwk(document, algorithm, allow_symmetric=allow_symmetric))
         except _core.CoreError as exc:
             _core.raise_translated(exc)
 

@@ -8,22 +8,26 @@ this configuration, so a request pays for no decision it does not need.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import ENV_PREFIX, JWTConfig
+from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, CacheKey, JWTConfig
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt.errors import (
+    AlgorithmNotAllowedError,
     ConfigurationError,
     JWTError,
     KeysUnavailableError,
@@ -266,16 +270,17 @@ class JWTVerifier:
         allow_symmetric: bool = False,
         audience: str | Sequence[str] | None = None,
         issuer: str | Sequence[str] | None = None,
-        algorithms: str | Sequence[str] | None = None,
-        leeway: float | None = None,
+        algorithms: AlgorithmName | Sequence[AlgorithmName] | None = None,
+        leeway: float | timedelta | None = None,
+        require_exp: bool | None = None,
         required: Sequence[str] | None = None,
         typ: str | None = None,
-        max_age: float | None = None,
+        max_age: float | timedelta | None = None,
         max_token_size: int | None = None,
         max_depth: int | None = None,
         cache_size: int | None = None,
-        cache_ttl: float | None = None,
-        cache_key: str | None = None,
+        cache_ttl: float | timedelta | None = None,
+        cache_key: CacheKey | None = None,
         config: JWTConfig | None = None,
         clock: Clock | None = None,
         on_reject: RejectHook | None = None,
@@ -288,6 +293,7 @@ class JWTVerifier:
                 ("issuer", issuer),
                 ("algorithms", algorithms),
                 ("leeway", leeway),
+                ("require_exp", require_exp),
                 ("required", required),
                 ("typ", typ),
                 ("max_age", max_age),
@@ -299,6 +305,13 @@ class JWTVerifier:
             )
             if value is not None
         }
+        _check_flags(
+            allow_symmetric=allow_symmetric,
+            allow_insecure_loopback=allow_insecure_loopback,
+            cache_stats=cache_stats,
+        )
+        if config is not None and not isinstance(config, JWTConfig):
+            raise ConfigurationError("config must be a JWTConfig (or pass settings as keywords)")
         if config is not None:
             if given:
                 raise ConfigurationError(
@@ -362,8 +375,20 @@ class JWTVerifier:
         ``PUBLIC_KEY_KID``) or ``{prefix}JWKS`` (JSON text).
         """
         source = os.environ if environ is None else environ
-        runtime = {k: options.pop(k) for k in ("clock", "on_reject", "cache_stats") if k in options}
-        config = JWTConfig.from_env(source, prefix=prefix, **options)
+        _check_flags(allow_key_material_from_env=allow_key_material_from_env)
+        # Policy settings go to the config; the rest (allow_symmetric, clock,
+        # on_reject, ...) to the constructor, which checks them.
+        settings = {k: options.pop(k) for k in list(options) if k in JWTConfig.model_fields}
+        accepted = inspect.signature(cls).parameters
+        for name in options:
+            if name not in accepted or name in ("keys", "jwks", "config"):
+                close = difflib.get_close_matches(name, [*accepted, *JWTConfig.model_fields], n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise ConfigurationError(f"from_env() got an unknown option {name}{hint}")
+        config = JWTConfig.from_env(source, prefix=prefix, known=_KEY_ENV, **settings)
+        for name in _KEY_ENV:
+            if prefix + name in source and not source[prefix + name].strip():
+                raise ConfigurationError(f"{prefix}{name} is empty; unset it or give a value")
         env_keys: list[Key] = []
         env_jwks = None
         material = [n for n in ("SECRET", "PUBLIC_KEY", "JWKS") if prefix + n in source]
@@ -377,7 +402,7 @@ class JWTVerifier:
             env_keys.append(
                 Key.secret(
                     source[prefix + "SECRET"],
-                    source.get(prefix + "SECRET_ALGORITHM", "HS256"),
+                    cast("AlgorithmName", source.get(prefix + "SECRET_ALGORITHM", "HS256")),
                     kid=source.get(prefix + "SECRET_KID"),
                 )
             )
@@ -388,14 +413,14 @@ class JWTVerifier:
             env_keys.append(
                 Key.pem(
                     source[prefix + "PUBLIC_KEY"],
-                    algorithm,
+                    cast("AlgorithmName", algorithm),
                     kid=source.get(prefix + "PUBLIC_KEY_KID"),
                 )
             )
         if prefix + "JWKS" in source:
             env_jwks = source[prefix + "JWKS"]
         all_keys = [*(keys or ()), *env_keys] or None
-        return cls(all_keys, jwks=jwks if jwks is not None else env_jwks, config=config, **runtime)
+        return cls(all_keys, jwks=jwks if jwks is not None else env_jwks, config=config, **options)
 
     def _install(self, key_set: _core.KeySet) -> None:
         with _ROTATION:
@@ -479,7 +504,7 @@ class JWTVerifier:
         """
         try:
             return self.verify(token, now=now)
-        except (UnknownKeyError, KeysUnavailableError):
+        except (UnknownKeyError, AlgorithmNotAllowedError, KeysUnavailableError):
             router = self._router
             if router is None or not await router.settle(token):
                 raise
@@ -546,12 +571,32 @@ class JWTVerifier:
         )
 
 
+#: ``{prefix}*`` variables ``from_env`` reads besides the config fields.
+_KEY_ENV = (
+    "SECRET",
+    "SECRET_ALGORITHM",
+    "SECRET_KID",
+    "PUBLIC_KEY",
+    "PUBLIC_KEY_ALGORITHM",
+    "PUBLIC_KEY_KID",
+    "JWKS",
+)
+
+
+def _check_flags(**flags: object) -> None:
+    """Security switches take ``True`` or ``False`` only (``"no"`` is not false)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{name} must be True or False, not {type(value).__name__}")
+
+
 def _key_set(
     keys: Sequence[Key] | None,
     jwks: Mapping[str, Any] | str | bytes | None,
     *,
     allow_symmetric: bool,
 ) -> _core.KeySet:
+    _check_flags(allow_symmetric=allow_symmetric)
     cores: list[_core.Key] = []
     if keys is not None:
         if isinstance(keys, Key):

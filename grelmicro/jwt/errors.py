@@ -5,6 +5,14 @@ Every error derives from :class:`JWTError`. A refused token raises a
 string; catch the base class to answer 401, or a subclass to treat one family
 differently. Messages never contain token bytes, signatures or key material.
 
+Rejections carry structured context as attributes, so callers never parse
+messages: :class:`ExpiredTokenError` has ``expires_at``, ``now`` and
+``leeway``; :class:`InvalidIssuerError` and :class:`InvalidAudienceError`
+have the ``expected`` values (configuration, safe to show);
+:class:`UnknownKeyError` has the token's ``kid``. Values taken from the
+token are attributes only, capped in length and escaped, never part of a
+message.
+
 HTTP answers, as a service guarded by the verifier should give them:
 
 - :class:`TokenRejectedError` and subclasses: 401 with
@@ -16,6 +24,7 @@ HTTP answers, as a service guarded by the verifier should give them:
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 __all__ = [
@@ -90,9 +99,17 @@ class AlgorithmNotAllowedError(TokenRejectedError):
 
 
 class UnknownKeyError(TokenRejectedError):
-    """No configured key (or more than one) could verify the token. HTTP 401."""
+    """No configured key (or more than one) could verify the token. HTTP 401.
+
+    ``kid`` is the token's ``kid`` when it named one: taken from the token,
+    so capped at 128 characters and escaped (non-ASCII and control
+    characters as Python escape sequences); it never appears in the message.
+    """
 
     reason = "unknown-key"
+
+    kid: str | None = None
+    """The ``kid`` the token named (capped, escaped), or ``None``."""
 
 
 class InvalidSignatureError(TokenRejectedError):
@@ -114,39 +131,88 @@ class ClaimsRejectedError(TokenRejectedError):
 
 
 class ExpiredTokenError(ClaimsRejectedError):
-    """``exp`` has passed. HTTP 401."""
+    """``exp`` has passed. HTTP 401.
+
+    Attributes: ``expires_at``, ``now`` (aware UTC datetimes) and ``leeway``
+    (a timedelta); ``None`` when a time cannot be shown as a datetime.
+    """
 
     reason = "expired"
 
+    expires_at: datetime | None = None
+    """The token's ``exp``."""
+    now: datetime | None = None
+    """The time the token was checked against (aware, UTC)."""
+    leeway: timedelta | None = None
+    """The configured clock-skew tolerance."""
+
 
 class TokenNotYetValidError(ClaimsRejectedError):
-    """``nbf`` is still ahead. HTTP 401."""
+    """``nbf`` is still ahead. HTTP 401. Attributes: ``not_before``, ``now``, ``leeway``."""
 
     reason = "not-yet-valid"
 
+    not_before: datetime | None = None
+    """The token's ``nbf``."""
+    now: datetime | None = None
+    """The time the token was checked against (aware, UTC)."""
+    leeway: timedelta | None = None
+    """The configured clock-skew tolerance."""
+
 
 class TokenIssuedInFutureError(ClaimsRejectedError):
-    """``iat`` is in the future. HTTP 401."""
+    """``iat`` is in the future. HTTP 401. Attributes: ``issued_at``, ``now``, ``leeway``."""
 
     reason = "issued-in-future"
 
+    issued_at: datetime | None = None
+    """The token's ``iat``."""
+    now: datetime | None = None
+    """The time the token was checked against (aware, UTC)."""
+    leeway: timedelta | None = None
+    """The configured clock-skew tolerance."""
+
 
 class TokenTooOldError(ClaimsRejectedError):
-    """Issued longer ago than the configured maximum age. HTTP 401."""
+    """Issued longer ago than the configured maximum age. HTTP 401.
+
+    Attributes: ``issued_at``, ``max_age`` (a timedelta), ``now``, ``leeway``.
+    """
 
     reason = "too-old"
 
+    issued_at: datetime | None = None
+    """The token's ``iat``."""
+    max_age: timedelta | None = None
+    """The configured maximum age."""
+    now: datetime | None = None
+    """The time the token was checked against (aware, UTC)."""
+    leeway: timedelta | None = None
+    """The configured clock-skew tolerance."""
+
 
 class InvalidAudienceError(ClaimsRejectedError):
-    """``aud`` does not match, or is present with no audience configured. HTTP 401."""
+    """``aud`` does not match, or is present with no audience configured. HTTP 401.
+
+    ``expected`` holds the configured audiences (empty: none configured).
+    """
 
     reason = "audience"
 
+    expected: tuple[str, ...] = ()
+    """The configured audiences."""
+
 
 class InvalidIssuerError(ClaimsRejectedError):
-    """``iss`` is not one of the configured issuers. HTTP 401."""
+    """``iss`` is not one of the configured issuers. HTTP 401.
+
+    ``expected`` holds the configured issuers.
+    """
 
     reason = "issuer"
+
+    expected: tuple[str, ...] = ()
+    """The configured issuers."""
 
 
 class MissingClaimError(ClaimsRejectedError):

@@ -1,10 +1,12 @@
 """Key selection by ``kid`` and ``alg`` (design §3).
 
-- A key configured with a kid matches only tokens carrying that kid.
+- A key configured with a kid matches only tokens carrying that kid, or
+  tokens carrying none when it is the only key that could verify them.
 - A key configured without one matches a token with any kid or none.
-- A token reaching kid-less keys is accepted only when exactly one could
-  verify it.
-- Two different keys under one kid in a JWKS make that kid unusable.
+- A token without kid is accepted only when exactly one configured key
+  (with or without a kid of its own) could verify it.
+- Two different keys under one kid make that kid unusable, wherever the
+  keys come from (a JWKS, keys in code, both combined).
 - The token's alg must be allowed and match the chosen key.
 """
 
@@ -34,10 +36,12 @@ def _key(sig: Signer, kid: str | None) -> Key:
         # A key with a kid: only that kid reaches it.
         ([(A, "a")], A, "a", "ok"),
         ([(A, "a")], A, "b", "unknown-key"),
-        ([(A, "a")], A, None, "unknown-key"),
+        # ... or a token naming no kid, when it is the only candidate.
+        ([(A, "a")], A, None, "ok"),
         ([(A, "a")], A, "A", "unknown-key"),
         ([(A, "a"), (B, "b")], B, "b", "ok"),
         ([(A, "a"), (B, "b")], A, "b", "signature"),
+        ([(A, "a"), (B, "b")], A, None, "unknown-key"),
         # A key without a kid: any kid, or none (the kid is then a hint).
         ([(A, None)], A, None, "ok"),
         ([(A, None)], A, "anything", "ok"),
@@ -49,9 +53,10 @@ def _key(sig: Signer, kid: str | None) -> Key:
         ([(A, None), (C384, None)], C384, None, "ok"),
         # Mixed: the named key wins for its kid; other tokens go to the kid-less key.
         ([(A, "a"), (B, None)], A, "a", "ok"),
-        ([(A, "a"), (B, None)], B, None, "ok"),
         ([(A, "a"), (B, None)], B, "unknown", "ok"),
-        ([(A, "a"), (B, None)], A, None, "signature"),
+        # A token without kid: two keys could verify it, neither is chosen.
+        ([(A, "a"), (B, None)], B, None, "unknown-key"),
+        ([(A, "a"), (B, None)], A, None, "unknown-key"),
         # Never "try both": a kid names one key, the other is not tried.
         ([(A, "a"), (B, None)], B, "a", "signature"),
     ],

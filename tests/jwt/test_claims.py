@@ -19,7 +19,7 @@ import pydantic
 import pytest
 from minting import NOW, SECRET, SigningKey
 
-from grelmicro.jwt import Claims, JWTVerifier, Key
+from grelmicro.jwt import Claims, ConfigurationError, InvalidClaimError, JWTVerifier, Key
 
 UTC = timezone.utc
 EPOCH_NOW = datetime.fromtimestamp(NOW, tz=UTC)
@@ -46,12 +46,12 @@ PAYLOAD: dict[str, Any] = {
 
 @pytest.fixture
 def verifier() -> JWTVerifier:
-    return JWTVerifier([Key.secret(SECRET)], audience=["api"], required=[])
+    return JWTVerifier([Key.secret(SECRET)], audience=["api"], require_exp=False)
 
 
 @pytest.fixture
 def claims_for(signer: SigningKey, verifier: JWTVerifier) -> Callable[..., Claims]:
-    no_audience = JWTVerifier([Key.secret(SECRET)], required=[])
+    no_audience = JWTVerifier([Key.secret(SECRET)], require_exp=False)
 
     def verify(payload: dict[str, Any]) -> Claims:
         chosen = verifier if "aud" in payload else no_audience
@@ -255,12 +255,18 @@ def test_to_model(claims: Claims):
 
 
 def test_to_model_validation_error(claims_for: Callable[..., Claims]):
-    with pytest.raises(pydantic.ValidationError):
-        claims_for({"sub": "x"}).to_model(TokenModel)
+    # A taxonomy error naming the failing fields, never quoting a claim.
+    with pytest.raises(InvalidClaimError) as caught:
+        claims_for({"sub": "x", "profile": "TOPSECRET-VALUE"}).to_model(TokenModel)
+
+    assert "profile" in str(caught.value)
+    assert "TOPSECRET" not in str(caught.value)
+    assert caught.value.__context__ is None
+    assert caught.value.__cause__ is None
 
 
 def test_to_model_refuses_a_non_model(claims: Claims):
-    with pytest.raises(TypeError, match="pydantic"):
+    with pytest.raises(ConfigurationError, match="pydantic"):
         claims.to_model(dict)
 
 

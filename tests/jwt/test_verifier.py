@@ -247,7 +247,14 @@ POLICY_TABLE = [
     pytest.param({}, {"iss": "anyone"}, {}, OK, id="iss-unchecked-without-policy"),
     # required claims
     pytest.param({}, {"exp": None}, {}, rejected(MissingClaimError, "missing-claim"), id="exp-req"),
-    pytest.param({"required": []}, {"exp": None}, {}, OK, id="required-empty-allows-no-exp"),
+    pytest.param(
+        {"required": []},
+        {"exp": None},
+        {},
+        rejected(MissingClaimError, "missing-claim"),
+        id="required-empty-keeps-exp",
+    ),
+    pytest.param({"require_exp": False}, {"exp": None}, {}, OK, id="require-exp-off-allows-no-exp"),
     pytest.param({"required": ["exp", "sub"]}, {"sub": "u1"}, {}, OK, id="required-present"),
     pytest.param(
         {"required": ["exp", "sub"]},
@@ -261,9 +268,16 @@ POLICY_TABLE = [
         {"exp": None},
         {},
         rejected(MissingClaimError, "missing-claim"),
-        id="required-str-replaces-default",
+        id="required-str-adds-to-exp",
     ),
-    pytest.param({"required": "tenant"}, {"exp": None, "tenant": "t"}, {}, OK, id="required-str"),
+    pytest.param(
+        {"required": "tenant"},
+        {"exp": None, "tenant": "t"},
+        {},
+        rejected(MissingClaimError, "missing-claim"),
+        id="required-str-still-needs-exp",
+    ),
+    pytest.param({"required": "tenant"}, {"tenant": "t"}, {}, OK, id="required-str"),
     # typ header (RFC 9068 at+jwt, media-type comparison)
     pytest.param({"typ": "at+jwt"}, {}, {"typ": "at+jwt"}, OK, id="typ-exact"),
     pytest.param({"typ": "at+jwt"}, {}, {"typ": "AT+JWT"}, OK, id="typ-case-insensitive"),
@@ -660,7 +674,8 @@ def test_keys_and_jwks_combine():
     [
         pytest.param("k1", "k1", OK, id="kid-match"),
         pytest.param("k1", "k2", rejected(UnknownKeyError, "unknown-key"), id="kid-mismatch"),
-        pytest.param("k1", None, rejected(UnknownKeyError, "unknown-key"), id="token-lacks-kid"),
+        # design.md §3: a kid-less token takes the only key that could verify it.
+        pytest.param("k1", None, OK, id="token-lacks-kid-one-key"),
         pytest.param(None, "anything", OK, id="key-without-kid-takes-any"),
         pytest.param(None, None, OK, id="neither-has-kid"),
     ],

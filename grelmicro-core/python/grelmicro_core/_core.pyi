@@ -24,7 +24,14 @@ __version__: str
 SOURCE_HASH: str
 
 class CoreError(Exception):
-    """Every refusal of the core; ``args`` is ``(kind, message)``."""
+    """Every refusal of the core; ``args`` is ``(kind, message)``.
+
+    ``context`` holds the refusal's structured context (times as floats,
+    ``expected`` issuers/audiences as a tuple, the token's ``kid`` capped at
+    128 bytes), or ``None``.
+    """
+
+    context: dict[str, float | str | tuple[str, ...]] | None
 
 @final
 class Key:
