@@ -166,13 +166,17 @@ def build_app(public_pem: bytes) -> Any:
     return app
 
 
-def serve(public_pem_path: str, http: str) -> None:
+def serve(public_pem_path: str, http: str, loop: str) -> None:
     """Server process: bind 127.0.0.1:0, print the port, serve until terminated."""
     app = build_app(Path(public_pem_path).read_bytes())
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
+    # Accepted connections inherit TCP_NODELAY from the listener; without it
+    # every response waits ~40 ms on Nagle + delayed ACK (uvicorn sets it only
+    # on sockets it creates itself).
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     print(listener.getsockname()[1], flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, http=http)  # type: ignore[arg-type]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, http=http, loop=loop)  # type: ignore[arg-type]
     uvicorn.Server(config).run(sockets=[listener])
 
 
@@ -272,7 +276,7 @@ def check(port: int, tokens: dict[str, str]) -> None:
             raise SystemExit("/none does not answer")
 
 
-def conditions(load_tool: str, http: str) -> dict[str, str]:
+def conditions(load_tool: str, http: str, loop: str) -> dict[str, str]:
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     cpu = "unknown"
     try:
@@ -284,16 +288,44 @@ def conditions(load_tool: str, http: str) -> dict[str, str]:
         pass
     versions = ", ".join(
         f"{name} {metadata.version(name)}"
-        for name in ("fastapi", "starlette", "uvicorn", "pyjwt", "cryptography")
+        for name in (
+            "fastapi",
+            "starlette",
+            "uvicorn",
+            "httptools",
+            "uvloop",
+            "pyjwt",
+            "cryptography",
+        )
+        if _installed(name)
     )
     return {
         "interpreter": f"{platform.python_implementation()} {platform.python_version()}",
         "cpu": f"{cpu} ({os.cpu_count()} cores)",
         "load": load,
         "tool": load_tool,
-        "server": f"uvicorn, 1 worker, http={http}, loop=auto",
+        "server": (
+            f"uvicorn, 1 worker, http={_resolved('http', http)}, loop={_resolved('loop', loop)}"
+        ),
         "versions": versions,
     }
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _resolved(what: str, choice: str) -> str:
+    """What uvicorn's ``auto`` picks: httptools / uvloop when installed."""
+    if choice != "auto":
+        return choice
+    if what == "http":
+        return "httptools" if _installed("httptools") else "h11"
+    return "uvloop" if _installed("uvloop") else "asyncio"
 
 
 def table(results: dict[str, list[dict[str, Any]]], info: dict[str, str], args: Any) -> str:
@@ -337,9 +369,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--http", default="auto", help="uvicorn --http (auto, h11, httptools)")
+    parser.add_argument("--loop", default="auto", help="uvicorn --loop (auto, asyncio, uvloop)")
     parser.add_argument("--no-wrk", action="store_true", help="use the asyncio load process")
     parser.add_argument("--write", action="store_true", help=f"update the section of {PAGE}")
-    parser.add_argument("--serve", nargs=2, metavar=("PEM", "HTTP"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -353,7 +386,7 @@ def main() -> int:
 
     use_wrk = shutil.which("wrk") is not None and not args.no_wrk
     tool = "wrk 4 (1 thread)" if use_wrk else "asyncio keep-alive loop (Python)"
-    info = conditions(tool, args.http)
+    info = conditions(tool, args.http, args.loop)
     now = int(time.time())
     private, public_pem = make_keys()
     other, _ = make_keys()
@@ -368,7 +401,7 @@ def main() -> int:
     pem_path.parent.mkdir(parents=True, exist_ok=True)
     pem_path.write_bytes(public_pem)
     server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(pem_path), args.http],
+        [sys.executable, __file__, "--serve", str(pem_path), args.http, args.loop],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -195,6 +195,9 @@ class JWTBearer(SecurityBase):
                 "JWTBearer takes the JWTVerifier itself (JWTBearer(verifier)), "
                 f"not {type(verifier).__name__}"
             )
+        for name, flag in (("permissions", permissions), ("auto_error", auto_error)):
+            if not isinstance(flag, bool):
+                raise ConfigurationError(f"{name} must be True or False")
         if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 0:
             raise ConfigurationError("retry_after must be a whole number of seconds, 0 or more")
         self.verifier = verifier
