@@ -51,8 +51,6 @@ def test_jwtverifier_parameter_table_matches_the_signature() -> None:
     table = text.split("## `JWTVerifier` parameters", 1)[1].split(":::", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
     parameters = [
-        name
-        for name in inspect.signature(grelmicro.jwt.JWTVerifier).parameters
-        if name != "self"
+        name for name in inspect.signature(grelmicro.jwt.JWTVerifier).parameters if name != "self"
     ]
     assert rows == parameters
