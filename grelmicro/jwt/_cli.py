@@ -1,37 +1,56 @@
-"""Command line: ``python -m grelmicro.jwt {demo,verify,inspect}``.
+"""Command line: python -m grelmicro.jwt {demo,verify,inspect} (also grelmicro-jwt).
 
-- ``demo``: builds keys, mints tokens and shows what the verifier accepts,
-  what it refuses and why, and what the cache saves. Needs ``cryptography``
+- demo: builds keys, mints tokens and shows what the verifier accepts,
+  what it refuses and why, and what the cache saves. Needs cryptography
   for the public-key algorithms (HS256 works without it).
-- ``verify``: verifies a token (argument or stdin) against a secret (from an
-  environment variable, never an argument), a PEM file or a JWKS file.
-- ``inspect``: prints a token's header WITHOUT verifying it.
+- verify: verifies a token (argument, or - / a pipe for stdin) against a
+  secret (named by an environment variable, never given as an argument), a
+  PEM file, a JWKS file or a JWKS URL.
+- inspect: prints a token's header and payload WITHOUT verifying anything.
+
+Errors are one line on stderr, never a traceback, and never echo a secret.
+Exit codes: 0 accepted, 1 token rejected, 2 usage or configuration error,
+3 keys unavailable (a JWKS URL that cannot be fetched).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import hashlib
 import hmac
 import json
+import logging
 import os
+import re
 import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from grelmicro.jwt import (
+    ConfigurationError,
     JWTError,
     JWTVerifier,
     Key,
+    KeysUnavailableError,
     TokenRejectedError,
     unverified_header,
 )
+from grelmicro.jwt._claims import _thaw
+from grelmicro.jwt._config import AlgorithmName
 
 __all__ = ["main"]
+
+#: Exit codes, one per outcome.
+ACCEPTED, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+
+#: An environment variable name that is safe to repeat in a message; anything
+#: else given to --secret-env may be the secret itself and is never shown.
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 
 AUDIENCE = "https://api.example.com"
 ISSUER = "https://issuer.example.com/"
@@ -180,78 +199,211 @@ def demo() -> int:
     return 0
 
 
+class _UsageError(Exception):
+    """A one-line error with its exit code (raised inside the commands)."""
+
+    def __init__(self, message: str, code: int = USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _read_token(value: str | None) -> str:
+    if value is None and sys.stdin.isatty():
+        raise _UsageError(
+            "no token given: pass it as an argument, or pipe it in "
+            "(echo $TOKEN | grelmicro-jwt verify -); see --help"
+        )
     if value is None or value == "-":
-        return sys.stdin.read().strip()
+        token = sys.stdin.read().strip()
+        if not token:
+            raise _UsageError("no token on standard input")
+        return token
     return value
 
 
-def verify_command(args: argparse.Namespace) -> int:
-    """Verify one token; print its claims (exit 0) or the refusal (exit 1)."""
-    keys: list[Key] = []
-    jwks = None
-    if args.secret_env:
-        secret = os.environ.get(args.secret_env)
-        if secret is None:
-            print(f"environment variable {args.secret_env} is not set", file=sys.stderr)
-            return 2
-        keys.append(Key.secret(secret, args.algorithm or "HS256", kid=args.kid))
-    if args.pem:
-        keys.append(Key.pem(Path(args.pem).read_bytes(), args.algorithm or "RS256", kid=args.kid))
-    if args.jwks:
-        jwks = Path(args.jwks).read_bytes()
+def _read_file(path: str, option: str) -> bytes:
     try:
-        verifier = JWTVerifier(
-            keys or None,
-            jwks=jwks,
+        return Path(path).read_bytes()
+    except OSError as exc:
+        shown = path if len(path) <= 200 and path.isprintable() else "(the given path)"
+        reason = exc.strerror or type(exc).__name__
+        raise _UsageError(f"cannot read the {option} file {shown}: {reason}") from None
+
+
+def _secret_from_env(name: str) -> str:
+    if not _ENV_NAME.fullmatch(name):
+        # Possibly the secret itself, given by mistake: never repeat it.
+        raise _UsageError(
+            "--secret-env takes the NAME of an environment variable (such as JWT_SECRET) "
+            "holding the secret, not the secret itself"
+        )
+    secret = os.environ.get(name)
+    if secret is None:
+        raise _UsageError(f"environment variable {name} (from --secret-env) is not set")
+    return secret
+
+
+def _build(args: argparse.Namespace) -> JWTVerifier:
+    algorithm = cast("AlgorithmName | None", args.algorithm)
+    keys: list[Key] = []
+    if args.secret_env:
+        keys.append(
+            Key.secret(_secret_from_env(args.secret_env), algorithm or "HS256", kid=args.kid)
+        )
+    if args.pem:
+        keys.append(Key.pem(_read_file(args.pem, "--pem"), algorithm or "RS256", kid=args.kid))
+    jwks = _read_file(args.jwks, "--jwks") if args.jwks else None
+    if args.jwks_url:
+        if keys or jwks is not None:
+            raise _UsageError("--jwks-url cannot be combined with --secret-env, --pem or --jwks")
+        return JWTVerifier(
+            jwks_url=args.jwks_url,
+            allow_insecure_loopback=args.allow_insecure_loopback,
             audience=args.audience,
             issuer=args.issuer,
             leeway=args.leeway,
             cache_size=0,
         )
+    if not keys and jwks is None:
+        raise _UsageError("no key given: pass --secret-env, --pem, --jwks or --jwks-url")
+    return JWTVerifier(
+        keys or None,
+        jwks=jwks,
+        audience=args.audience,
+        issuer=args.issuer,
+        leeway=args.leeway,
+        cache_size=0,
+    )
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    """Verify one token; print its claims (exit 0) or the refusal (exit 1)."""
+    verifier = _build(args)
+    try:
         claims = verifier.verify(_read_token(args.token))
-    except TokenRejectedError as exc:
-        print(f"rejected: {exc.reason}: {exc}", file=sys.stderr)
-        return 1
-    except JWTError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    finally:
+        verifier.close()
     print(json.dumps(claims.to_dict(), indent=2, sort_keys=True))
-    return 0
+    return ACCEPTED
+
+
+def _payload(token: str) -> object:
+    segments = token.split(".")
+    if len(segments) != 3:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(segments[1] + "=" * (-len(segments[1]) % 4))
+        return json.loads(raw)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def inspect_command(args: argparse.Namespace) -> int:
-    """Print the header of a token without verifying it."""
+    """Print the header and payload of a token without verifying anything."""
+    token = _read_token(args.token)
+    header = _thaw(unverified_header(token))
+    payload = _payload(token.strip())
+    print("UNVERIFIED: nothing below was checked (signature, expiry, issuer); do not trust it.")
+    print("header:")
+    print(json.dumps(header, indent=2, sort_keys=True, ensure_ascii=True))
+    print("payload:")
+    if payload is None:
+        print("  (not readable as base64url JSON)")
+    else:
+        print(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True))
+    return ACCEPTED
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    from grelmicro.jwt import _core  # noqa: PLC0415
+
     try:
-        header = unverified_header(_read_token(args.token))
-    except JWTError as exc:
-        print(f"not a token: {exc}", file=sys.stderr)
-        return 1
-    print("UNVERIFIED header:")
-    print(json.dumps(header, indent=2, sort_keys=True, default=list))
-    return 0
+        own = version("grelmicro")
+    except PackageNotFoundError:  # pragma: no cover - a source checkout
+        own = "unknown"
+    return f"grelmicro-jwt {own} (grelmicro-core {_core.__version__})"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m grelmicro.jwt`` and ``grelmicro-jwt``."""
-    parser = argparse.ArgumentParser(prog="grelmicro-jwt", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="show the verifier at work on generated keys")
-    check = commands.add_parser("verify", help="verify a token")
-    check.add_argument("token", nargs="?", help="the token, or - / nothing for stdin")
-    check.add_argument("--secret-env", help="name of an env var holding the HMAC secret")
-    check.add_argument("--pem", help="path of a PEM public key or certificate")
-    check.add_argument("--jwks", help="path of a JWKS document")
-    check.add_argument("--algorithm", help="algorithm of --secret-env/--pem keys")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grelmicro-jwt",
+        description="Verify and inspect JWT bearer tokens with grelmicro.jwt.",
+        epilog="Exit codes: 0 accepted, 1 token rejected, 2 usage or configuration error, "
+        "3 keys unavailable.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser(
+        "demo",
+        help="show the verifier at work on generated keys",
+        description="Build keys, mint tokens and show what is accepted, refused, and why.",
+    )
+    check = commands.add_parser(
+        "verify",
+        help="verify a token and print its claims",
+        description="Verify a token and print its claims as JSON. The secret is read from "
+        "an environment variable, never from the command line.",
+    )
+    check.add_argument("token", nargs="?", help="the token; - or a pipe reads standard input")
+    check.add_argument(
+        "--secret-env", metavar="NAME", help="environment variable holding the HMAC secret"
+    )
+    check.add_argument("--pem", metavar="FILE", help="PEM public key or certificate")
+    check.add_argument("--jwks", metavar="FILE", help="JWKS document")
+    check.add_argument("--jwks-url", metavar="URL", help="JWKS URL (https)")
+    check.add_argument(
+        "--allow-insecure-loopback",
+        action="store_true",
+        help="allow a plain-http JWKS URL on 127.0.0.1 / localhost (tests)",
+    )
+    check.add_argument("--algorithm", help="algorithm of the --secret-env/--pem key, e.g. RS256")
     check.add_argument("--kid", help="kid of the --secret-env/--pem key")
     check.add_argument("--audience", action="append", help="accepted audience (repeatable)")
     check.add_argument("--issuer", action="append", help="accepted issuer (repeatable)")
     check.add_argument("--leeway", type=float, default=0.0, help="clock skew in seconds")
-    peek = commands.add_parser("inspect", help="print a token's header without verifying")
-    peek.add_argument("token", nargs="?", help="the token, or - / nothing for stdin")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo()
-    if args.command == "verify":
-        return verify_command(args)
-    return inspect_command(args)
+    peek = commands.add_parser(
+        "inspect",
+        help="print a token's header and payload WITHOUT verifying",
+        description="Decode a token's header and payload for reading. Nothing is verified.",
+    )
+    peek.add_argument("token", nargs="?", help="the token; - or a pipe reads standard input")
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    # One line, whatever the message holds.
+    print(message.replace("\n", " ").replace("\r", " "), file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m grelmicro.jwt`` and ``grelmicro-jwt``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    # Key-source warnings would add lines to a one-line answer; the error says it all.
+    logging.getLogger("grelmicro.jwt").setLevel(logging.CRITICAL)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "demo": lambda _: demo(),
+        "verify": verify_command,
+        "inspect": inspect_command,
+    }
+    try:
+        return commands[args.command](args)
+    except (JWTError, _UsageError) as exc:
+        return _fail(*_explain(exc))
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _explain(exc: JWTError | _UsageError) -> tuple[str, int]:
+    """The one-line message and exit code of a failure."""
+    if isinstance(exc, _UsageError):
+        return f"error: {exc}", exc.code
+    if isinstance(exc, TokenRejectedError):
+        return f"rejected: {exc.reason}: {exc}", REJECTED
+    if isinstance(exc, KeysUnavailableError):
+        return f"keys unavailable: {exc}", UNAVAILABLE
+    if isinstance(exc, ConfigurationError):
+        return f"error: {exc.reason}: {exc}", USAGE
+    return f"error: {exc}", USAGE  # pragma: no cover - every JWTError is one of the above

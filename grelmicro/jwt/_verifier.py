@@ -614,12 +614,21 @@ def _key_set(
                 logger.warning("JWKS key %r skipped: %s", kid, reason)
             if not cores:
                 return document
+            # Every JWKS key, conflicting ones included: combined with keys=,
+            # a kid naming two different keys stays unusable (design.md §3).
+            reported = set(document.skipped)
             cores.extend(document.keys)
+        else:
+            reported = set()
         if not cores:
             raise ConfigurationError("no keys: pass keys=[...] or jwks=...")
-        return _core.KeySet(cores)
+        combined = _core.KeySet(cores)
     except _core.CoreError as exc:
         _core.raise_translated(exc)
+    for kid, reason in combined.skipped:
+        if (kid, reason) not in reported:
+            logger.warning("key %r skipped: %s", kid, reason)
+    return combined
 
 
 def is_rejection(error: JWTError) -> bool:
