@@ -10,6 +10,8 @@ Chromium (Debian's ``chromium`` and ``chromium-driver``) and fails when:
 - an internal link (``<a href>``, stylesheet, script, image) points to a file
   the site does not have, or to an anchor the target page does not carry;
 - a page of the site is reachable by no link from the home page;
+- a public name of ``grelmicro.jwt`` or ``grelmicro.jwt.fastapi`` has no
+  entry (an element id) in the API reference pages;
 - the search box, given "audience", shows no result.
 
 It prints one line per page and a summary; the exit code is 0 only when
@@ -185,6 +187,27 @@ class Checker:
         """The ``id`` attributes of a page not visited in the browser."""
         yield from re.findall(r'\sid="([^"]+)"', target.read_text(encoding="utf-8"))
 
+    def check_api(self) -> None:
+        """Every name of ``__all__`` has its anchor in the reference pages."""
+        import grelmicro.jwt  # noqa: PLC0415 - only this check needs the package
+        import grelmicro.jwt.errors  # noqa: PLC0415
+
+        reference = self.root / "reference"
+        jwt_ids = self.anchors.get(reference / "jwt" / "index.html", set())
+        error_ids = self.anchors.get(reference / "errors" / "index.html", set())
+        for name in grelmicro.jwt.__all__:
+            if f"grelmicro.jwt.{name}" in jwt_ids or f"grelmicro.jwt.errors.{name}" in error_ids:
+                continue
+            self.fail(f"reference: grelmicro.jwt.{name} has no entry")
+        try:
+            import grelmicro.jwt.fastapi as fastapi_module  # noqa: PLC0415
+        except ImportError:
+            return
+        fastapi_ids = self.anchors.get(reference / "fastapi" / "index.html", set())
+        for name in fastapi_module.__all__:
+            if f"grelmicro.jwt.fastapi.{name}" not in fastapi_ids:
+                self.fail(f"reference: grelmicro.jwt.fastapi.{name} has no entry")
+
     def search(self) -> int:
         """Type the search term into the material search box; count the results."""
         driver = self.driver
@@ -222,6 +245,7 @@ def main() -> int:
             for relative in pages:
                 checker.visit(relative)
             checker.check_anchors()
+            checker.check_api()
             unreached = [
                 page for page in pages if root / page not in checker.linked and page != "index.html"
             ]
