@@ -31,6 +31,11 @@ if [ -f bench/run.py ]; then
     "$PY" bench/run.py --smoke
 fi
 
+if [ -x scripts/test-docs.sh ]; then
+    log "documentation site (mkdocs build --strict, examples run, headless Chromium check)"
+    bash scripts/test-docs.sh
+fi
+
 log "Python tests"
 # The free-threaded interpreter set up above also serves tests/core/test_freethreaded.py.
 if [ -x "$ROOT/.ft-venv/bin/python" ]; then
