@@ -20,6 +20,8 @@ Example:
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._core import unverified_header as _unverified_header
+from grelmicro.jwt._issuers import Issuer
+from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
 from grelmicro.jwt._verifier import CacheInfo, JWTVerifier, VerifyFunction
 from grelmicro.jwt.errors import (
@@ -54,16 +56,19 @@ __all__ = [
     "ClaimsRejectedError",
     "ConfigurationError",
     "ExpiredTokenError",
+    "FetchOptions",
     "InvalidAudienceError",
     "InvalidClaimError",
     "InvalidIssuerError",
     "InvalidKeyError",
     "InvalidSignatureError",
     "InvalidTokenTypeError",
+    "Issuer",
     "JWTConfig",
     "JWTError",
     "JWTVerifier",
     "Key",
+    "KeySourceHealth",
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",

@@ -33,7 +33,8 @@ logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
 
-_POLICY_FIELDS = ("audience", "algorithms", "leeway", "required", "typ", "max_age")
+#: Core refusals that new keys from the provider could turn into acceptance.
+_REFETCH_ON = frozenset({"unknown-key", "algorithm"})
 
 
 class Issuer:
@@ -210,9 +211,11 @@ class _Slot:
         try:
             return core.verify(token, now)
         except _core.CoreError as exc:
+            # A key (or a key of a new algorithm) the provider may have just
+            # published: one refetch per cooldown, whatever the flood.
             if (
                 source is None
-                or exc.args[0] != "unknown-key"
+                or exc.args[0] not in _REFETCH_ON
                 or not source.after_unknown_kid()
                 or self.core is core
             ):

@@ -25,6 +25,7 @@ import random
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -309,6 +310,8 @@ class _Clients:
                 self._own_sync = httpx.Client(
                     timeout=self.options.timeout(), follow_redirects=False
                 )
+                # A verifier dropped without close() does not leak its sockets.
+                weakref.finalize(self, self._own_sync.close)
             return self._own_sync
 
     def async_(self) -> httpx.AsyncClient | None:
@@ -795,8 +798,12 @@ class KeySource:
         self.close_threads()
 
     def close_threads(self) -> None:
-        """Wait (bounded) for fetch threads to finish."""
+        """No more fetches; wait (bounded) for fetch threads to finish."""
         self._closed = True
+        self.join()
+
+    def join(self) -> None:
+        """Wait (bounded) for the fetch threads running now."""
         for thread in list(self._threads):
             thread.join(self.options.wait_limit())
 

@@ -237,6 +237,7 @@ class JWTVerifier:
     """
 
     __slots__ = (
+        "__weakref__",
         "_cache",
         "_clock",
         "_counters",

@@ -1,0 +1,228 @@
+"""Real HTTP and HTTPS servers on 127.0.0.1 serving documents the test controls.
+
+:class:`DocumentServer` answers each path with whatever the test last set for
+it (status, headers, body, a delay before answering, a slow drip of the body)
+and counts requests per path. :func:`make_tls` builds a throwaway CA and a
+server certificate for 127.0.0.1/localhost with ``cryptography``; the client
+trusts that CA through its own SSL context, never the system store.
+Servers bind port 0 (an ephemeral port) and stop when the test ends.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime
+import ipaddress
+import json
+import socket
+import ssl
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Answer:
+    """What one path answers."""
+
+    body: bytes = b""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    drip: float = 0.0  # seconds between bytes of the body, when > 0
+    content_length: bool = True
+
+
+class DocumentServer:
+    """A threaded HTTP(S) server; ``set()`` what a path answers, read ``hits``."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.answers: dict[str, Answer] = {}
+        self.hits: collections.Counter[str] = collections.Counter()
+        self.stopping = threading.Event()
+        self.connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with outer._lock:
+                    outer.connections.add(self.connection)
+
+            def finish(self) -> None:
+                with outer._lock:
+                    outer.connections.discard(self.connection)
+                with contextlib.suppress(OSError):
+                    super().finish()
+
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                with outer._lock:
+                    outer.hits[path] += 1
+                    answer = outer.answers.get(path, Answer(b"not found", 404))
+                if answer.delay and outer.stopping.wait(answer.delay):
+                    return
+                try:
+                    self.send_response(answer.status)
+                    for name, value in answer.headers.items():
+                        self.send_header(name, value)
+                    if answer.content_length:
+                        self.send_header("Content-Length", str(len(answer.body)))
+                    else:
+                        self.send_header("Connection", "close")
+                    self.end_headers()
+                    if answer.drip:
+                        for i in range(len(answer.body)):
+                            if outer.stopping.wait(answer.drip):
+                                return
+                            self.wfile.write(answer.body[i : i + 1])
+                            self.wfile.flush()
+                    else:
+                        self.wfile.write(answer.body)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def url(self, path: str = "/") -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
+
+    def set(self, path: str, body: bytes | str | dict[str, Any] = b"", **options: Any) -> None:
+        """Answer ``path`` with ``body`` (a dict is sent as JSON) from now on."""
+        if isinstance(body, dict):
+            body = json.dumps(body)
+            options.setdefault("headers", {}).setdefault("Content-Type", "application/json")
+        if isinstance(body, str):
+            body = body.encode()
+        with self._lock:
+            self.answers[path] = Answer(body, **options)
+
+    def count(self, path: str) -> int:
+        with self._lock:
+            return self.hits[path]
+
+    def start(self) -> DocumentServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        # Kept-alive connections too: a stopped provider answers nothing more.
+        with self._lock:
+            open_connections = list(self.connections)
+        for connection in open_connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A throwaway CA and a server certificate signed by it."""
+
+    server: ssl.SSLContext
+    ca_pem: bytes
+
+    def client_context(self) -> ssl.SSLContext:
+        """An SSL context that trusts this CA only."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+
+def make_tls() -> TLSFiles:
+    """A CA and a certificate for 127.0.0.1 and localhost, valid for one day."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "grelmicro test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    with tempfile.TemporaryDirectory() as folder:
+        cert_path = Path(folder) / "cert.pem"
+        key_path = Path(folder) / "key.pem"
+        cert_path.write_bytes(cert.public_bytes(pem) + ca.public_bytes(pem))
+        key_path.write_bytes(
+            key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.load_cert_chain(cert_path, key_path)
+    return TLSFiles(server=server, ca_pem=ca.public_bytes(pem))

@@ -1,0 +1,646 @@
+"""Keys from a JWKS URL, against real HTTP and HTTPS servers on 127.0.0.1.
+
+Every server here is a real socket server (``servers.DocumentServer``); the
+tests set what it answers and count what it was asked. Time for freshness is
+a fake clock the test moves, except where a background task must really run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from minting import NOW, FakeClock, SigningKey, private_key
+from servers import DocumentServer, make_tls
+
+from grelmicro.jwt import (
+    ConfigurationError,
+    FetchOptions,
+    InvalidSignatureError,
+    JWTVerifier,
+    KeysUnavailableError,
+    TokenRejectedError,
+    UnknownKeyError,
+)
+
+JWKS = "/jwks.json"
+AUD = "https://api.example.com"
+
+# A short fuse for every fault: no test waits on a real 5 s timeout.
+FAST = FetchOptions(
+    connect_timeout=1.0,
+    read_timeout=0.5,
+    total_timeout=1.5,
+    min_ttl=60,
+    max_ttl=3600,
+    default_ttl=300,
+    max_stale=600,
+    cooldown=30,
+    jitter=0.0,
+)
+
+
+def document(*keys: SigningKey) -> dict[str, Any]:
+    return {"keys": [key.public_jwk() for key in keys]}
+
+
+def mint(key: SigningKey, iss: str = "https://idp.example.com/", **claims: Any) -> str:
+    return key.mint({"iss": iss, "aud": AUD, "sub": "user-1", "exp": NOW + 3600, **claims})
+
+
+def settle(verifier: JWTVerifier) -> None:
+    """Wait for the refresh threads a verification started."""
+    assert verifier._router is not None
+    for source in verifier._router._sources:
+        source.join()
+
+
+@pytest.fixture
+def server() -> Iterator[DocumentServer]:
+    srv = DocumentServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def k1() -> SigningKey:
+    return private_key("RS256", kid="k1", seed=11)
+
+
+@pytest.fixture
+def k2() -> SigningKey:
+    return private_key("ES256", kid="k2", seed=12)
+
+
+def network_verifier(
+    server: DocumentServer, clock: FakeClock, options: FetchOptions = FAST, **kw: Any
+) -> JWTVerifier:
+    kw.setdefault("audience", AUD)
+    kw.setdefault("issuer", "https://idp.example.com/")
+    return JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=options,
+        clock=clock,
+        **kw,
+    )
+
+
+# -- build-time refusals -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "flag", "words"),
+    [
+        ("http://idp.example.com/jwks", True, "https"),
+        ("http://10.0.0.1/jwks", True, "https"),
+        ("http://127.0.0.1:9/jwks", False, "allow_insecure_loopback"),
+        ("ftp://idp.example.com/jwks", False, "https"),
+        ("https://user:pw@idp.example.com/jwks", False, "credentials"),
+        ("not a url", False, "URL|host|https"),
+        ("", False, "non-empty"),
+    ],
+)
+def test_insecure_urls_are_refused_at_build_time(url: str, flag: bool, words: str) -> None:
+    with pytest.raises(ConfigurationError, match=words):
+        JWTVerifier(jwks_url=url, allow_insecure_loopback=flag)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"jwks_url": "https://a/jwks", "jwks": {"keys": []}},
+        {"discover": "https://a/", "issuer": "https://b/"},
+        {"discover": "http://a.example/"},
+        {"jwks_url": "https://a/jwks", "client": object()},
+        {"jwks_url": "https://a/jwks", "fetch": {"cooldown": 1}},
+    ],
+)
+def test_conflicting_or_bad_settings_are_refused(settings: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        JWTVerifier(**settings)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"min_ttl": 10, "max_ttl": 5},
+        {"cooldown": -1},
+        {"connect_timeout": 0},
+        {"read_timeout": float("nan")},
+        {"max_response_size": 10},
+        {"max_keys": 0},
+        {"jitter": 0.9},
+        {"max_stale": True},
+    ],
+)
+def test_fetch_options_are_checked(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        FetchOptions(**options)
+
+
+def test_building_makes_no_request(server: DocumentServer, k1: SigningKey) -> None:
+    server.set(JWKS, document(k1))
+    verifier = network_verifier(server, FakeClock())
+    assert server.count(JWKS) == 0
+    assert verifier.health().ready is False
+    verifier.close()
+
+
+# -- loading, TLS, freshness -------------------------------------------------
+
+
+def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: SigningKey) -> None:
+    server.set(JWKS, document(k1))
+    verifier = network_verifier(server, FakeClock())
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    health = verifier.health()
+    assert (health.ready, health.key_count, health.fetch_count) == (True, 1, 1)
+    assert health.last_success == NOW
+    for _ in range(20):
+        verifier.verify(mint(k1, jti="x"))
+    assert server.count(JWKS) == 1
+    verifier.close()
+
+
+def test_https_with_a_client_that_trusts_the_test_ca(k1: SigningKey) -> None:
+    tls = make_tls()
+    server = DocumentServer(tls=tls.server).start()
+    try:
+        server.set(JWKS, document(k1))
+        with httpx.Client(verify=tls.client_context()) as client:
+            verifier = JWTVerifier(
+                jwks_url=server.url(JWKS),
+                client=client,
+                fetch=FAST,
+                clock=FakeClock(),
+                audience=AUD,
+            )
+            assert verifier.verify(mint(k1))["sub"] == "user-1"
+            verifier.close()
+        # Our own client trusts the system store only: the test CA is refused.
+        untrusted = JWTVerifier(jwks_url=server.url(JWKS), fetch=FAST, clock=FakeClock())
+        with pytest.raises(KeysUnavailableError, match="TLS"):
+            untrusted.verify(mint(k1))
+        assert "TLS" in (untrusted.health().last_error or "")
+        untrusted.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected_ttl"),
+    [
+        ({"Cache-Control": "public, max-age=1200"}, 1200),
+        ({"Cache-Control": "max-age=5"}, 60),  # raised to min_ttl
+        ({"Cache-Control": "max-age=999999"}, 3600),  # cut to max_ttl
+        ({"Cache-Control": "no-store"}, 60),
+        ({"Cache-Control": "max-age=1200", "Age": "200"}, 1000),
+        ({}, 300),  # default_ttl
+    ],
+)
+def test_cache_control_sets_expiry_within_bounds(
+    server: DocumentServer, k1: SigningKey, headers: dict[str, str], expected_ttl: int
+) -> None:
+    server.set(JWKS, document(k1), headers=headers)
+    verifier = network_verifier(server, FakeClock())
+    verifier.verify(mint(k1))
+    assert verifier.health().expires_at == NOW + expected_ttl
+    verifier.close()
+
+
+def test_expired_keys_refresh_in_the_background_while_requests_go_on(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    clock = FakeClock()
+    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock, cache_size=0)
+    verifier.verify(mint(k1))
+    clock.now += 99
+    verifier.verify(mint(k1))
+    assert server.count(JWKS) == 1
+    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"}, delay=0.3)
+    clock.now += 2
+    started = time.perf_counter()
+    verifier.verify(mint(k1))  # due: a thread refreshes, this call does not wait
+    assert time.perf_counter() - started < 0.2
+    settle(verifier)
+    assert server.count(JWKS) == 2
+    assert verifier.health().expires_at == NOW + 101 + 100
+
+
+# -- unknown kid: cooldown and rotation --------------------------------------
+
+
+def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    server.set(JWKS, document(k1))
+    clock = FakeClock()
+    verifier = network_verifier(server, clock)
+    verifier.verify(mint(k1))
+    for i in range(200):
+        forged = SigningKey("RS256", k1.material, f"invented-{i}")
+        with pytest.raises(UnknownKeyError):
+            verifier.verify(mint(forged, jti=str(i)))
+    assert server.count(JWKS) == 2  # the load, then one refresh for the whole flood
+    started = time.perf_counter()
+    assert verifier.verify(mint(k1, jti="ok"))["sub"] == "user-1"
+    assert time.perf_counter() - started < 0.5  # no wait for a fetch (each is 0.5 s+ here)
+    clock.now += 31  # the next cooldown allows one more
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(mint(SigningKey("RS256", k1.material, "again")))
+    assert server.count(JWKS) == 3
+    verifier.close()
+
+
+def test_rotation_that_adds_a_key_keeps_the_cache(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    server.set(JWKS, document(k1))
+    verifier = network_verifier(server, FakeClock())
+    old = mint(k1)
+    assert verifier.verify(old)["sub"] == "user-1"
+    verify_before = verifier.verify
+    # The provider adds k2: a token naming it triggers one refresh; cache kept.
+    server.set(JWKS, document(k1, k2))
+    assert verifier.verify(mint(k2))["sub"] == "user-1"
+    assert verifier.verify is verify_before
+    assert verifier.cache_info().size == 2
+    verifier.close()
+
+
+def test_withdrawn_key_stops_verifying_even_from_the_cache(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    clock = FakeClock()
+    server.set(JWKS, document(k1, k2), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock)
+    old = mint(k1)
+    verifier.verify(old)
+    before = verifier.verify
+    server.set(JWKS, document(k2), headers={"Cache-Control": "max-age=100"})
+    clock.now += 101
+    verifier.verify(mint(k2, jti="trigger"))  # due: the refresh withdraws k1
+    settle(verifier)
+    assert verifier.verify is not before  # a new cache
+    with pytest.raises(TokenRejectedError):  # k1 was the only RS256 key: now alg or kid
+        verifier.verify(old)
+    verifier.close()
+
+
+def test_a_refresh_with_the_same_keys_changes_nothing(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    clock = FakeClock()
+    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock)
+    verifier.verify(mint(k1))
+    before = verifier.verify
+    clock.now += 101
+    verifier.verify(mint(k1, jti="x"))
+    settle(verifier)
+    assert server.count(JWKS) == 2
+    assert verifier.verify is before
+    assert verifier.cache_info().size == 2
+
+
+def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: SigningKey) -> None:
+    secret = SigningKey("HS256", b"s" * 32, "hs")
+    server.set(JWKS, {"keys": [k1.public_jwk(), secret.public_jwk()]})
+    verifier = network_verifier(server, FakeClock())
+    assert verifier.verify(mint(k1))
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(mint(secret))
+    assert verifier.health().key_count == 1
+    verifier.close()
+
+
+# -- faults ------------------------------------------------------------------
+
+FAULTS: dict[str, dict[str, Any]] = {
+    "5xx": {"body": "oops", "status": 503},
+    "404": {"body": "gone", "status": 404},
+    "html": {"body": "<html><body>Sign in</body></html>", "headers": {"Content-Type": "text/html"}},
+    "invalid-json": {"body": '{"keys": [', "headers": {"Content-Type": "application/json"}},
+    "not-an-object": {"body": "[1, 2]"},
+    "empty-key-list": {"body": '{"keys": []}'},
+    "only-unusable-keys": {"body": '{"keys": [{"kty": "oct", "k": "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}]}'},
+    "oversize": {"body": '{"keys": [], "pad": "' + "x" * 300_000 + '"}'},
+    "oversize-no-length": {
+        "body": '{"keys": [], "pad": "' + "x" * 300_000 + '"}',
+        "content_length": False,
+    },
+    "redirect": {"body": "", "status": 302, "headers": {"Location": "/elsewhere"}},
+    "slow": {"body": '{"keys": []}', "delay": 3.0},
+    "drip": {"body": '{"keys": [' + " " * 200 + "]}", "drip": 0.1},
+    "gzip": {"body": "\x1f\x8b", "headers": {"Content-Encoding": "gzip"}},
+}
+
+
+@pytest.mark.parametrize("fault", [*FAULTS, "down"])
+def test_no_keys_at_start_is_a_503_never_a_401(
+    server: DocumentServer, k1: SigningKey, fault: str
+) -> None:
+    if fault == "down":
+        url = server.url(JWKS)
+        server.stop()
+    else:
+        server.set(JWKS, **FAULTS[fault])
+        url = server.url(JWKS)
+    verifier = JWTVerifier(
+        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
+    )
+    started = time.perf_counter()
+    with pytest.raises(KeysUnavailableError) as caught:
+        verifier.verify(mint(k1))
+    elapsed = time.perf_counter() - started
+    assert elapsed < FAST.total_timeout + FAST.connect_timeout + 0.5
+    assert not isinstance(caught.value, TokenRejectedError)
+    assert caught.value.__cause__ is None
+    health = verifier.health()
+    assert (health.ready, health.failure_count) == (False, 1)
+    # Within the cooldown the next request fails at once, without a fetch.
+    started = time.perf_counter()
+    with pytest.raises(KeysUnavailableError):
+        verifier.verify(mint(k1))
+    assert time.perf_counter() - started < 0.5
+    assert verifier.health().fetch_count == 1
+    verifier.close()
+
+
+@pytest.mark.parametrize("fault", [*FAULTS, "down"])
+def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
+    k1: SigningKey, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = DocumentServer().start()
+    try:
+        clock = FakeClock()
+        server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+        options = dataclasses.replace(FAST, log_interval=1000)
+        verifier = network_verifier(server, clock, options, cache_size=0)
+        token = mint(k1)
+        verifier.verify(token)
+        if fault == "down":
+            server.stop()
+        else:
+            server.set(JWKS, **FAULTS[fault])
+        caplog.set_level(logging.WARNING, "grelmicro.jwt")
+        # Past expiry, within the staleness bound: served, counted, logged once.
+        for step in range(5):
+            clock.now = NOW + 101 + step * 40
+            assert verifier.verify(token)["sub"] == "user-1"
+            settle(verifier)
+        health = verifier.health()
+        assert health.ready
+        assert health.failure_count >= 2
+        assert health.stale_uses == 5
+        assert health.key_count == 1  # a bad document never replaced the keys
+        failures = [r for r in caplog.records if "fetch failed" in r.getMessage()]
+        assert len(failures) == 1  # once per log interval (1000 s here)
+        assert token not in caplog.text
+        # Past expiry + max_stale: 503.
+        clock.now = NOW + 100 + 600 + 1
+        with pytest.raises(KeysUnavailableError, match="staleness"):
+            verifier.verify(token)
+        assert verifier.health().ready is False
+        verifier.close()
+    finally:
+        if fault != "down":
+            server.stop()
+
+
+def test_an_oversize_document_is_not_read_past_the_cap(k1: SigningKey) -> None:
+    server = DocumentServer().start()
+    try:
+        # 50 MB announced, dripped without a length: we stop after the cap.
+        server.set(JWKS, **FAULTS["oversize-no-length"])
+        options = FetchOptions(max_response_size=1024, read_timeout=1, total_timeout=2)
+        verifier = JWTVerifier(
+            jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options
+        )
+        with pytest.raises(KeysUnavailableError, match="larger than the limit of 1024"):
+            verifier.verify(mint(k1))
+        verifier.close()
+    finally:
+        server.stop()
+
+
+def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
+    keys = [private_key("ES256", kid=f"k{i}", seed=100 + i) for i in range(4)]
+    server.set(JWKS, document(*keys))
+    options = FetchOptions(max_keys=3)
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, clock=FakeClock()
+    )
+    with pytest.raises(KeysUnavailableError, match="JWKS"):
+        verifier.verify(mint(keys[0]))
+    verifier.close()
+
+
+def test_a_redirect_is_never_followed(server: DocumentServer, k1: SigningKey) -> None:
+    server.set(JWKS, "", status=301, headers={"Location": "/real.json"})
+    server.set("/real.json", document(k1))
+    verifier = network_verifier(server, FakeClock())
+    with pytest.raises(KeysUnavailableError, match="redirect"):
+        verifier.verify(mint(k1))
+    assert server.count("/real.json") == 0
+    verifier.close()
+
+
+# -- single flight: threads and tasks ----------------------------------------
+
+
+def test_fifty_threads_during_a_load_share_one_fetch(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    server.set(JWKS, document(k1), delay=0.3)
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=FAST,
+        clock=FakeClock(),
+        audience=AUD,
+        cache_size=0,
+    )
+    barrier = threading.Barrier(50)
+    results: list[object] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            results.append(verifier.verify(mint(k1, jti=str(i)))["sub"])
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == ["user-1"] * 50
+    assert server.count(JWKS) == 1
+    verifier.close()
+
+
+def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    server.set(JWKS, document(k1))
+    verifier = network_verifier(server, FakeClock(), cache_size=0)
+    verifier.verify(mint(k1))
+    server.set(JWKS, document(k1, k2), delay=0.3)
+    barrier = threading.Barrier(50)
+    results: list[object] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            results.append(verifier.verify(mint(k2, jti=str(i)))["sub"])
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert results == ["user-1"] * 50
+    assert server.count(JWKS) == 2
+    verifier.close()
+
+
+@pytest.mark.anyio
+async def test_fifty_tasks_during_a_load_share_one_fetch(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    server.set(JWKS, document(k1), delay=0.3)
+    verifier = network_verifier(server, FakeClock(), cache_size=0)
+    tokens = [mint(k1, jti=str(i)) for i in range(50)]
+    started = time.perf_counter()
+    results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
+    assert time.perf_counter() - started < 2
+    assert [c["sub"] for c in results] == ["user-1"] * 50
+    assert server.count(JWKS) == 1
+    await verifier.aclose()
+
+
+@pytest.mark.anyio
+async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    server.set(JWKS, document(k1))
+    async with network_verifier(server, FakeClock(), cache_size=0) as verifier:
+        assert server.count(JWKS) == 1  # start() loaded the keys
+        server.set(JWKS, document(k1, k2), delay=0.3)
+        tokens = [mint(k2, jti=str(i)) for i in range(50)]
+        results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
+        assert [c["sub"] for c in results] == ["user-1"] * 50
+        assert server.count(JWKS) == 2
+
+
+@pytest.mark.anyio
+async def test_sync_verify_on_the_event_loop_never_blocks(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    server.set(JWKS, document(k1), delay=0.45)
+    verifier = network_verifier(server, FakeClock())
+    started = time.perf_counter()
+    with pytest.raises(KeysUnavailableError):
+        verifier.verify(mint(k1))  # the load runs on the loop; this call fails fast
+    assert time.perf_counter() - started < 0.3
+    claims = await verifier.verify_async(mint(k1))
+    assert claims["sub"] == "user-1"
+    assert server.count(JWKS) == 1
+    await verifier.aclose()
+
+
+@pytest.mark.anyio
+async def test_background_refresh_follows_max_age_and_stops_on_aclose(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=0"})
+    options = FetchOptions(min_ttl=0.2, max_ttl=10, jitter=0.0, cooldown=0.2)
+    token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 600})
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, audience=AUD
+    )
+    await verifier.start()
+    assert verifier.health().ready
+    await asyncio.sleep(1.1)
+    fetched = server.count(JWKS)
+    assert 4 <= fetched <= 7
+    assert (await verifier.verify_async(token))["sub"] == "u"
+    await verifier.aclose()
+    await asyncio.sleep(0.5)
+    assert server.count(JWKS) == fetched
+
+
+@pytest.mark.anyio
+async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: SigningKey) -> None:
+    server = DocumentServer().start()
+    try:
+        server.set(JWKS, "down", status=500)
+        options = FetchOptions(min_ttl=5, cooldown=0.2, jitter=0.0)
+        token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 600})
+        verifier = JWTVerifier(
+            jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, audience=AUD
+        )
+        await verifier.start()
+        assert verifier.health().ready is False
+        with pytest.raises(KeysUnavailableError):
+            await verifier.verify_async(token)
+        server.set(JWKS, document(k1))
+        for _ in range(40):
+            await asyncio.sleep(0.05)
+            if verifier.health().ready:
+                break
+        assert verifier.health().ready
+        assert (await verifier.verify_async(token))["sub"] == "u"
+        await verifier.aclose()
+    finally:
+        server.stop()
+
+
+# -- what never leaks ---------------------------------------------------------
+
+
+def test_messages_quote_neither_tokens_nor_documents(
+    server: DocumentServer, k1: SigningKey, caplog: pytest.LogCaptureFixture
+) -> None:
+    marker = "SECRET-DOCUMENT-CONTENT"
+    server.set(JWKS, '{"keys": "' + marker + '"', status=200)
+    verifier = network_verifier(server, FakeClock())
+    token = mint(k1)
+    caplog.set_level(logging.DEBUG, "grelmicro.jwt")
+    with pytest.raises(KeysUnavailableError) as caught:
+        verifier.verify(token)
+    for text in (str(caught.value), caplog.text, repr(verifier.health())):
+        assert marker not in text
+        assert token not in text
+    verifier.close()
+
+
+def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: SigningKey) -> None:
+    server.set(JWKS, document(k1))
+    verifier = network_verifier(server, FakeClock())
+    impostor = SigningKey("RS256", private_key("RS256", seed=99).material, "k1")
+    with pytest.raises(InvalidSignatureError):
+        verifier.verify(mint(impostor))
+    assert server.count(JWKS) == 1  # a bad signature is not a reason to refetch
+    verifier.close()
+
+
+def test_document_as_json_text(server: DocumentServer, k1: SigningKey) -> None:
+    server.set(JWKS, json.dumps(document(k1)), headers={"Content-Type": "application/jwk-set+json"})
+    verifier = network_verifier(server, FakeClock())
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    verifier.close()
