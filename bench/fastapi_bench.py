@@ -1,8 +1,9 @@
 """FastAPI through a real server: the cost of guarding an endpoint, side by side.
 
-One uvicorn process (one worker, 127.0.0.1) serves the same endpoint four ways:
+One uvicorn process (one worker, 127.0.0.1) serves the same endpoint five ways:
 
 - ``/none``     no auth at all (the reference);
+- ``/noop``     a dependency that does nothing: what FastAPI charges for one;
 - ``/cached``   ``Security(JWTBearer(verifier), scopes=["read:items"])``, cache on
                 (every request after the first is a cache hit);
 - ``/uncached`` the same with ``cache_size=0`` (a full verification per request);
@@ -46,6 +47,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi import Depends, FastAPI, HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.requests import HTTPConnection
 
 from grelmicro.jwt import Claims, JWTVerifier, Key
 from grelmicro.jwt.fastapi import JWTBearer
@@ -58,6 +60,7 @@ AUDIENCE = "https://api.example.com"
 ISSUER = "https://issuer.example.com/"
 LANES = {
     "/none": "no auth (reference)",
+    "/noop": "a no-op dependency (FastAPI's own cost of one)",
     "/cached": "grelmicro JWTBearer, cache hits",
     "/uncached": "grelmicro JWTBearer, cache off",
     "/pyjwt": "PyJWT 2 + HTTPBearer, hand-written",
@@ -143,6 +146,13 @@ def build_app(public_pem: bytes) -> Any:
 
     @app.get("/none")
     async def none() -> dict[str, str]:
+        return {"sub": "user-1234567890"}
+
+    async def noop(connection: HTTPConnection) -> None:
+        return None
+
+    @app.get("/noop")
+    async def with_noop(nothing: Annotated[None, Depends(noop)]) -> dict[str, str]:
         return {"sub": "user-1234567890"}
 
     @app.get("/cached")
@@ -272,8 +282,9 @@ def check(port: int, tokens: dict[str, str]) -> None:
                 got = client.get(path, headers={"Authorization": f"Bearer {tokens[name]}"})
                 if got.status_code != status:
                     raise SystemExit(f"lane {path} fails its check: {name} -> {got.status_code}")
-        if client.get("/none").status_code != 200:
-            raise SystemExit("/none does not answer")
+        for path in ("/none", "/noop"):
+            if client.get(path).status_code != 200:
+                raise SystemExit(f"{path} does not answer")
 
 
 def conditions(load_tool: str, http: str, loop: str) -> dict[str, str]:
