@@ -18,6 +18,7 @@
 //! - [`verifier`]: the pieces put together
 //! - [`peek`]: the unverified issuer of a token, to route it among issuers
 //! - [`digest`]: SHA-256 for the cache key
+//! - [`dpop`]: DPoP proofs (RFC 9449), the sender constraint on a token
 //! - [`error`]: one error type with stable kinds
 //! - `python` (feature `python`): all pyo3 glue
 
@@ -25,6 +26,7 @@ pub mod algorithm;
 pub mod claims;
 mod der;
 pub mod digest;
+pub mod dpop;
 pub mod error;
 pub mod header;
 pub mod json;

@@ -20,14 +20,19 @@ Example:
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._core import unverified_header as _unverified_header
+from grelmicro.jwt._dpop import DPoPNonces, DPoPVerifier, ReplayStore, jwk_thumbprint
 from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
+from grelmicro.jwt._profiles import access_token_profile
 from grelmicro.jwt._verifier import CacheInfo, JWTVerifier, VerifyFunction
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ClaimsRejectedError,
     ConfigurationError,
+    DPoPBindingError,
+    DPoPProofError,
+    DPoPReplayError,
     ExpiredTokenError,
     InvalidAudienceError,
     InvalidClaimError,
@@ -55,6 +60,11 @@ __all__ = [
     "Claims",
     "ClaimsRejectedError",
     "ConfigurationError",
+    "DPoPBindingError",
+    "DPoPNonces",
+    "DPoPProofError",
+    "DPoPReplayError",
+    "DPoPVerifier",
     "ExpiredTokenError",
     "FetchOptions",
     "InvalidAudienceError",
@@ -72,6 +82,7 @@ __all__ = [
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",
+    "ReplayStore",
     "TokenIssuedInFutureError",
     "TokenNotYetValidError",
     "TokenRejectedError",
@@ -81,6 +92,8 @@ __all__ = [
     "UnsupportedTokenError",
     "VerifyFunction",
     "WeakKeyError",
+    "access_token_profile",
+    "jwk_thumbprint",
     "unverified_header",
 ]
 

@@ -27,8 +27,13 @@ try:
         sha256_digest,
         unverified_header,
     )
+    from grelmicro_core._core import (
+        ProofVerifier,
+        jwk_thumbprint,
+        normalize_htu,
+        unverified_issuer,
+    )
     from grelmicro_core._core import _cache_key as cache_key
-    from grelmicro_core._core import unverified_issuer
 except ImportError as exc:  # pragma: no cover - exercised by hand only
     msg = (
         "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
@@ -43,6 +48,7 @@ __all__ = [
     "Key",
     "KeySet",
     "Policy",
+    "ProofVerifier",
     "Verifier",
     "__version__",
     "algorithms",
@@ -50,6 +56,8 @@ __all__ = [
     "error_kinds",
     "escape",
     "invalid_now",
+    "jwk_thumbprint",
+    "normalize_htu",
     "raise_translated",
     "sha256_digest",
     "translate",
@@ -76,6 +84,9 @@ KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {
     "invalid-key": errors.InvalidKeyError,
     "weak-key": errors.WeakKeyError,
     "invalid-config": errors.ConfigurationError,
+    "dpop-proof": errors.DPoPProofError,
+    "dpop-replay": errors.DPoPReplayError,
+    "dpop-binding": errors.DPoPBindingError,
 }
 
 

@@ -31,6 +31,9 @@ __all__ = [
     "AlgorithmNotAllowedError",
     "ClaimsRejectedError",
     "ConfigurationError",
+    "DPoPBindingError",
+    "DPoPProofError",
+    "DPoPReplayError",
     "ExpiredTokenError",
     "InvalidAudienceError",
     "InvalidClaimError",
@@ -225,6 +228,54 @@ class InvalidClaimError(ClaimsRejectedError):
     """A registered claim has the wrong JSON type. HTTP 401."""
 
     reason = "invalid-claim"
+
+
+class DPoPProofError(TokenRejectedError):
+    """The DPoP proof (RFC 9449) was refused. HTTP 401, ``DPoP error="invalid_dpop_proof"``.
+
+    ``check`` names the rule it broke: ``structure``, ``typ``, ``alg``,
+    ``jwk``, ``signature``, ``jti``, ``htm``, ``htu``, ``iat``, ``ath``,
+    ``nonce`` (also a missing or stale server nonce), ``missing`` (no
+    ``DPoP`` header) or ``multiple`` (more than one).
+    """
+
+    reason = "dpop-proof"
+
+    check: str | None = None
+    """The rule the proof broke."""
+
+    use_nonce: bool = False
+    """The client must retry with the server's fresh ``DPoP-Nonce`` (``use_dpop_nonce``)."""
+
+
+class DPoPReplayError(TokenRejectedError):
+    """The DPoP proof was used before (its ``jti`` is remembered). HTTP 401.
+
+    The challenge is ``WWW-Authenticate: DPoP error="invalid_dpop_proof"``.
+
+    ``store_full`` is true when the proof could not be recorded because the
+    replay store is full of live entries: the service answers 503 then (the
+    client is not at fault, and no live entry is ever evicted to make room).
+    """
+
+    reason = "dpop-replay"
+
+    store_full: bool = False
+    """The proof was refused because the replay store is full (answer 503)."""
+
+
+class DPoPBindingError(TokenRejectedError):
+    """The access token and how it was presented do not fit. HTTP 401, ``error="invalid_token"``.
+
+    A DPoP-bound token (``cnf.jkt``) sent as a plain bearer token, an
+    unbound token sent with the ``DPoP`` scheme, a proof signed by another
+    key than the one the token is bound to, or a scheme the policy refuses.
+    """
+
+    reason = "dpop-binding"
+
+    check: str | None = None
+    """What did not fit (``jkt``, ``bearer``, ``unbound``, ``scheme``)."""
 
 
 class KeysUnavailableError(JWTError):

@@ -9,12 +9,15 @@ __all__ = [
     "Key",
     "KeySet",
     "Policy",
+    "ProofVerifier",
     "Verifier",
     "__version__",
     "_cache_key",
     "_decode_payload",
     "algorithms",
     "error_kinds",
+    "jwk_thumbprint",
+    "normalize_htu",
     "sha256_digest",
     "unverified_header",
     "unverified_issuer",
@@ -113,6 +116,49 @@ class Verifier:
     @property
     def algorithms(self) -> list[str]:
         """Algorithms this verifier accepts."""
+
+@final
+class ProofVerifier:
+    """The rules a DPoP proof (RFC 9449) is checked against; one call per proof.
+
+    Refusals are ``CoreError("dpop-proof" | "dpop-binding", message)`` whose
+    ``context`` is ``{"check": <rule>}`` (``structure``, ``typ``, ``alg``,
+    ``jwk``, ``signature``, ``jti``, ``htm``, ``htu``, ``iat``, ``ath``,
+    ``nonce``, ``jkt``).
+    """
+
+    def __new__(
+        cls,
+        *,
+        algorithms: Sequence[str] | None = None,
+        max_age: float = 60.0,
+        leeway: float = 5.0,
+        max_size: int = ...,
+        max_depth: int = ...,
+    ) -> ProofVerifier: ...
+    def verify(
+        self,
+        proof: str | bytes,
+        method: str,
+        uri: str,
+        access_token: str | bytes,
+        jkt: str,
+        now: float,
+    ) -> tuple[bytes, float, str | None]:
+        """Check one proof; ``(replay_key, iat, nonce)`` when it is accepted."""
+    @property
+    def algorithms(self) -> list[str]:
+        """Algorithms proofs may be signed with (public-key ones only)."""
+    @property
+    def max_age(self) -> float: ...
+    @property
+    def leeway(self) -> float: ...
+
+def jwk_thumbprint(document: str | bytes) -> str:
+    """The RFC 7638 SHA-256 thumbprint of a public JWK given as JSON text."""
+
+def normalize_htu(uri: str) -> str | None:
+    """``uri`` as RFC 9449 compares ``htu``; ``None`` if not an absolute http(s) URI."""
 
 def sha256_digest(data: str | bytes) -> bytes:
     """The raw 32-byte SHA-256 digest of ``data``."""

@@ -1,0 +1,409 @@
+"""Sender-constrained tokens: DPoP proofs (RFC 9449).
+
+A DPoP-bound access token names a key in its ``cnf.jkt`` claim (the RFC 7638
+thumbprint of a public key); every request that presents it must carry a
+fresh proof, signed by that key, for that request. :class:`DPoPVerifier`
+holds the policy and the state a proof check needs beyond the compiled core:
+
+- the core checks the proof itself in one call (``typ``, algorithm, the
+  ``jwk`` header key, signature, ``htm``, ``htu``, ``iat`` window, ``ath``,
+  thumbprint against ``cnf.jkt``); see ``grelmicro-core/src/dpop.rs``;
+- :class:`ReplayStore` refuses a proof seen before;
+- :class:`DPoPNonces` issues server nonces (``DPoP-Nonce``) and rotates them;
+- the binding rules: a bound token is never accepted as a plain bearer token,
+  an unbound token never with the ``DPoP`` scheme, and the mode says which
+  schemes the service takes (``required``, ``accepted`` or ``off``).
+
+The replay store, and why it is built this way
+----------------------------------------------
+
+A proof may be accepted for ``max_age + 2 * leeway`` seconds after it is
+first seen (``iat`` up to ``leeway`` ahead of the clock, then ``max_age +
+leeway`` behind it). Its entry lives exactly that long, so a replay inside
+the window always finds it; after it the core refuses the proof by its
+``iat`` anyway.
+
+- Entries are a 32-byte digest (SHA-256 over the key thumbprint and the
+  ``jti``, computed by the core): fixed size, no proof text kept, and one
+  client's ``jti`` cannot collide with another's.
+- The store is split into shards, each a ``dict`` plus a ``deque`` in
+  insertion order behind its own small lock (a check-and-insert must be
+  atomic, or two threads could both accept one replayed proof). The lock
+  is held for a dict lookup and an insert, after a signature check that
+  costs a hundred times more: with 16 shards, 12 threads rarely meet.
+- Eviction drains only expired entries, from the front of a shard's deque
+  (the window is constant, so the front holds the oldest deadline). A live
+  entry is **never** evicted: evicting one would let its proof be replayed.
+  A shard full of live entries refuses new proofs (:class:`DPoPReplayError`
+  with ``store_full``, answered 503) instead. Size never exceeds the bound.
+- A proof reaches the store only after the core accepted it: a valid access
+  token, a signature by the key that token is bound to, the right method,
+  URI and time. An attacker without a token of their own cannot add a single
+  entry. One with a token can fill only the shard its key hashes to
+  (``hash()`` of the thumbprint is salted per process, so the shard cannot be
+  chosen), that is 1/16 of the store, and only for one window.
+- Nothing iterates the dict; every operation is O(1), amortised.
+
+Size the store for the peak rate of proofs times the window: the default,
+65,536 entries over a 70 s window, holds ~900 proofs/s sustained (in each
+shard, 1/16 of that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import threading
+import time
+from base64 import urlsafe_b64encode
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from grelmicro.jwt import _core
+from grelmicro.jwt.errors import (
+    ConfigurationError,
+    DPoPBindingError,
+    DPoPProofError,
+    DPoPReplayError,
+)
+
+__all__ = ["DPoPMode", "DPoPNonces", "DPoPVerifier", "ReplayStore", "jwk_thumbprint"]
+
+DPoPMode = Literal["required", "accepted", "off"]
+"""Which schemes a service takes: ``DPoP`` only, ``DPoP`` or ``Bearer``, ``Bearer`` only."""
+
+_MODES = ("required", "accepted", "off")
+
+
+def _number(value: object, name: str, *, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a number of seconds")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        bound = "over" if positive else "at least"
+        raise ConfigurationError(f"{name} must be a finite number of seconds, {bound} 0")
+    return number
+
+
+class _Shard:
+    __slots__ = ("entries", "lock", "order")
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, float] = {}
+        self.order: deque[tuple[float, bytes]] = deque()
+        self.lock = threading.Lock()
+
+
+class ReplayStore:
+    """A bounded memory of accepted DPoP proofs (their replay keys).
+
+    ``add`` refuses a key already present (:class:`DPoPReplayError`) and a
+    new key when its shard is full of live entries (``store_full``). See the
+    module documentation for the design.
+    """
+
+    __slots__ = ("_mask", "_shards", "max_size", "shard_size")
+
+    def __init__(self, max_size: int = 65_536, *, shards: int = 16) -> None:
+        if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+            raise ConfigurationError("shards must be a whole number, 1 or more")
+        if shards & (shards - 1):
+            raise ConfigurationError("shards must be a power of two")
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < shards:
+            raise ConfigurationError(f"the replay store needs room for at least {shards} entries")
+        self.max_size = max_size
+        self.shard_size = max_size // shards
+        self._mask = shards - 1
+        self._shards = tuple(_Shard() for _ in range(shards))
+
+    def __len__(self) -> int:
+        return sum(len(shard.entries) for shard in self._shards)
+
+    def shard_lengths(self) -> list[int]:
+        """Entries per shard (for tests and metrics)."""
+        return [len(shard.entries) for shard in self._shards]
+
+    def add(self, key: bytes, owner: str, *, now: float, deadline: float) -> None:
+        """Remember ``key`` (of a proof by the key ``owner``) until ``deadline``.
+
+        Raises:
+            DPoPReplayError: ``key`` is remembered already (a replay), or its
+                shard is full of live entries (``store_full``).
+        """
+        shard = self._shards[hash(owner) & self._mask]
+        entries = shard.entries
+        order = shard.order
+        with shard.lock:
+            # An entry lives through its deadline (the core still accepts a
+            # proof at the window's edge), and is drained only after it.
+            while order and order[0][0] < now:
+                expired, old = order.popleft()
+                if entries.get(old) == expired:
+                    del entries[old]
+            if key in entries:
+                raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
+            if len(entries) >= self.shard_size:
+                error = DPoPReplayError(
+                    "the DPoP replay store is full; the proof cannot be recorded"
+                )
+                error.store_full = True
+                raise error
+            entries[key] = deadline
+            order.append((deadline, key))
+
+    def clear(self) -> None:
+        """Forget every proof."""
+        for shard in self._shards:
+            with shard.lock:
+                shard.entries.clear()
+                shard.order.clear()
+
+
+class DPoPNonces:
+    """Server-issued DPoP nonces (RFC 9449 §8), rotated every ``lifetime`` seconds.
+
+    A nonce is an HMAC of the current period under a secret, so it needs no
+    state and several processes sharing ``secret`` issue and accept the same
+    nonces. The current and the previous period's nonce are accepted (a
+    client that just got one is not refused at the boundary).
+
+    Args:
+        lifetime: seconds between rotations.
+        secret: the HMAC key, 32 bytes or more (default: random per process).
+        clock: seconds since the epoch (``time.time``).
+    """
+
+    __slots__ = ("_cached", "_clock", "_secret", "lifetime")
+
+    def __init__(
+        self,
+        *,
+        lifetime: float = 300.0,
+        secret: bytes | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.lifetime = _number(lifetime, "lifetime", positive=True)
+        if secret is None:
+            secret = secrets.token_bytes(32)
+        if not isinstance(secret, bytes) or len(secret) < 32:
+            raise ConfigurationError("the nonce secret must be bytes, at least 32 of them")
+        self._secret = secret
+        self._clock = clock
+        self._cached: tuple[int, str, str] = (-1, "", "")
+
+    def _period(self, now: float) -> int:
+        return int(now // self.lifetime)
+
+    def _nonce(self, period: int) -> str:
+        mac = hmac.new(self._secret, period.to_bytes(8, "big", signed=True), hashlib.sha256)
+        return urlsafe_b64encode(mac.digest()).rstrip(b"=").decode("ascii")
+
+    def _pair(self, now: float) -> tuple[int, str, str]:
+        period = self._period(now)
+        cached = self._cached  # one read: a tuple swapped whole, no lock needed
+        if cached[0] != period:
+            cached = (period, self._nonce(period), self._nonce(period - 1))
+            self._cached = cached
+        return cached
+
+    def current(self, now: float | None = None) -> str:
+        """The nonce to send in ``DPoP-Nonce`` now."""
+        return self._pair(self._clock() if now is None else now)[1]
+
+    def accepts(self, nonce: str | None, now: float | None = None) -> bool:
+        """Whether ``nonce`` is this or the previous period's nonce."""
+        if not isinstance(nonce, str):
+            return False
+        _, current, previous = self._pair(self._clock() if now is None else now)
+        given = nonce.encode("ascii", "replace")
+        return hmac.compare_digest(given, current.encode()) or hmac.compare_digest(
+            given, previous.encode()
+        )
+
+
+class DPoPVerifier:
+    """The DPoP policy of a resource server (RFC 9449 §7).
+
+    Build one at startup and call :meth:`check` for every request once its
+    access token has verified (the FastAPI glue does both).
+
+    Args:
+        mode: ``"required"`` (only ``DPoP`` tokens), ``"accepted"`` (``DPoP``
+            and unbound ``Bearer`` tokens) or ``"off"`` (``Bearer`` only; a
+            bound token is still refused as a bearer token).
+        algorithms: algorithms proofs may use (default: every public-key
+            algorithm; HMAC is never allowed).
+        max_age: seconds a proof is accepted after its ``iat``.
+        leeway: clock leeway, on both sides of the window.
+        replay_store: the :class:`ReplayStore` (default: 65,536 entries).
+        nonces: server nonces: ``True`` for a :class:`DPoPNonces` with the
+            defaults, or one you built (shared secret, lifetime).
+        max_proof_size: the largest proof accepted, in bytes.
+        clock: seconds since the epoch (``time.time``).
+    """
+
+    __slots__ = ("_clock", "_core", "_window", "mode", "nonces", "replay_store")
+
+    def __init__(
+        self,
+        mode: DPoPMode = "accepted",
+        *,
+        algorithms: Sequence[str] | None = None,
+        max_age: float = 60.0,
+        leeway: float = 5.0,
+        replay_store: ReplayStore | None = None,
+        nonces: DPoPNonces | bool = False,
+        max_proof_size: int = 8192,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if mode not in _MODES:
+            raise ConfigurationError("mode must be 'required', 'accepted' or 'off'")
+        if isinstance(algorithms, str):
+            algorithms = [algorithms]
+        max_age = _number(max_age, "max_age", positive=True)
+        leeway = _number(leeway, "leeway", positive=False)
+        if (
+            isinstance(max_proof_size, bool)
+            or not isinstance(max_proof_size, int)
+            or max_proof_size < 1
+        ):
+            raise ConfigurationError("max_proof_size must be a positive number of bytes")
+        try:
+            self._core = _core.ProofVerifier(
+                algorithms=None if algorithms is None else list(algorithms),
+                max_age=max_age,
+                leeway=leeway,
+                max_size=max_proof_size,
+            )
+        except _core.CoreError as exc:
+            _core.raise_translated(exc)
+        self.mode: DPoPMode = mode
+        self.replay_store = ReplayStore() if replay_store is None else replay_store
+        if nonces is True:
+            nonces = DPoPNonces(clock=clock)
+        self.nonces: DPoPNonces | None = nonces or None
+        self._window = max_age + 2 * leeway
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"DPoPVerifier({self.mode!r}, algorithms={self.algorithms!r})"
+
+    @property
+    def algorithms(self) -> list[str]:
+        """Algorithms proofs may be signed with (for ``algs=`` in the challenge)."""
+        return self._core.algorithms
+
+    @property
+    def window(self) -> float:
+        """Seconds a proof stays remembered: ``max_age + 2 * leeway``."""
+        return self._window
+
+    def check(
+        self,
+        *,
+        scheme: str,
+        access_token: str | bytes,
+        claims: Mapping[str, Any],
+        proof: str | bytes | None,
+        method: str,
+        uri: str,
+        now: float | None = None,
+    ) -> None:
+        """Apply the DPoP rules to a request whose access token verified.
+
+        Args:
+            scheme: the ``Authorization`` scheme, ``"Bearer"`` or ``"DPoP"``
+                (any case).
+            access_token: the token as sent (``ath`` is its hash).
+            claims: the token's verified claims (``cnf.jkt`` is read).
+            proof: the ``DPoP`` header, or ``None`` when absent.
+            method: the request method (``htm``).
+            uri: the request URI as the client addressed it (``htu``; query
+                and fragment are ignored).
+            now: seconds since the epoch (default: the clock).
+
+        Raises:
+            DPoPBindingError: the token and the scheme do not fit.
+            DPoPProofError: the proof is missing or refused (``check`` says
+                which rule; ``use_nonce`` asks for a retry with a nonce).
+            DPoPReplayError: the proof was used before, or cannot be recorded.
+        """
+        jkt = _bound_key(claims)
+        if scheme.lower() != "dpop":
+            if self.mode == "required":
+                raise _binding("scheme", "this service accepts DPoP-bound tokens only")
+            if jkt is not None:
+                raise _binding(
+                    "bearer", "the access token is DPoP-bound and cannot be used as a bearer token"
+                )
+            return
+        if self.mode == "off":
+            raise _binding("scheme", "this service does not accept DPoP tokens")
+        if jkt is None:
+            raise _binding("unbound", "the access token is not DPoP-bound (no cnf.jkt)")
+        if proof is None:
+            error = DPoPProofError("the request carries no DPoP proof")
+            error.check = "missing"
+            raise error
+        when = self._clock() if now is None else now
+        try:
+            replay_key, _iat, nonce = self._core.verify(proof, method, uri, access_token, jkt, when)
+        except _core.CoreError as exc:
+            refusal = _core.translate(exc)
+            check = (exc.context or {}).get("check")
+            if isinstance(refusal, (DPoPProofError, DPoPBindingError)):
+                refusal.check = check if isinstance(check, str) else None
+            raise refusal from None
+        except (TypeError, OverflowError):
+            error = DPoPProofError("the time to check the proof against is not a number")
+            error.check = "iat"
+            raise error from None
+        if self.nonces is not None and not self.nonces.accepts(nonce, when):
+            error = DPoPProofError(
+                "the DPoP proof lacks the server's current nonce"
+                if nonce is None
+                else "the DPoP proof's nonce is not current"
+            )
+            error.check = "nonce"
+            error.use_nonce = True
+            raise error
+        self.replay_store.add(replay_key, jkt, now=when, deadline=when + self._window)
+
+
+def _bound_key(claims: Mapping[str, Any]) -> str | None:
+    """The ``cnf.jkt`` of verified claims, ``None`` for an unbound token."""
+    cnf = claims.get("cnf")
+    if cnf is None:
+        return None
+    if not isinstance(cnf, Mapping):
+        raise _binding("jkt", "the access token's cnf claim is not an object")
+    jkt = cnf.get("jkt")
+    if jkt is None:
+        return None
+    if not isinstance(jkt, str) or not jkt:
+        raise _binding("jkt", "the access token's cnf.jkt is not a thumbprint string")
+    return jkt
+
+
+def _binding(check: str, message: str) -> DPoPBindingError:
+    error = DPoPBindingError(message)
+    error.check = check
+    return error
+
+
+def jwk_thumbprint(jwk: Mapping[str, Any] | str | bytes) -> str:
+    """The RFC 7638 SHA-256 thumbprint of a public JWK (what ``cnf.jkt`` holds).
+
+    Raises:
+        InvalidKeyError: not an acceptable public JWK (private members, weak
+            or unsupported key).
+    """
+    document = jwk if isinstance(jwk, (str, bytes)) else json.dumps(dict(jwk))
+    try:
+        return _core.jwk_thumbprint(document)
+    except _core.CoreError as exc:
+        _core.raise_translated(exc)
