@@ -4,15 +4,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-SHARED="${GRELMICRO_SHARED:-$ROOT/../shared}"
 FT_PYTHON="${GRELMICRO_FT_PYTHON:-/opt/python3.13t/bin/python3.13t}"
 if [ ! -x "$FT_PYTHON" ]; then
-    script="$SHARED/tools/get-freethreaded-python.sh"
-    if [ ! -f "$script" ]; then
-        echo "no free-threaded interpreter and no $script to build one" >&2
-        exit 1
-    fi
-    FT_PYTHON="$(bash "$script" | sed -n 's/^FT_PYTHON=//p' | tail -n 1)"
+    # Built from source by the project's own script (a few minutes, once).
+    FT_PYTHON="$(bash scripts/get-freethreaded-python.sh | sed -n 's/^FT_PYTHON=//p' | tail -n 1)"
 fi
 "$FT_PYTHON" -c 'import sys; assert not sys._is_gil_enabled(), "GIL is enabled"'
 VENV="$ROOT/.ft-venv"

@@ -30,12 +30,20 @@ log "$TAG: fresh virtualenv $VENV"
 rm -rf "$VENV" "$DIST"
 "$PYTHON" -m venv "$VENV"
 VPY="$VENV/bin/python"
+export PATH="$VENV/bin:$PATH"  # the maturin backend runs the maturin binary
 "$VPY" -m pip install -q --upgrade pip
 "$VPY" -m pip install -q -c scripts/requirements-dev.txt maturin hatchling
 
-log "$TAG: building the wheels from this tree"
-"$VENV/bin/maturin" build --release -q -m grelmicro-core/Cargo.toml -i "$VPY" -o "$DIST"
-"$VPY" -m pip wheel -q --no-deps --no-build-isolation -w "$DIST" .
+log "$TAG: building the sdists from this tree, then the wheels from the sdists"
+# One cargo target dir for every interpreter: the dependencies (aws-lc) are
+# compiled once, not once per unpacked sdist.
+export CARGO_TARGET_DIR="$ROOT/target/sdist-builds"
+"$VENV/bin/maturin" sdist -m grelmicro-core/Cargo.toml -o "$DIST"
+"$VPY" -m pip install -q -c scripts/requirements-dev.txt build
+"$VPY" -m build -q --sdist --no-isolation -o "$DIST" .
+"$VPY" -m pip wheel -q --no-deps --no-build-isolation -w "$DIST" "$DIST"/grelmicro_core-*.tar.gz
+"$VPY" -m pip wheel -q --no-deps --no-build-isolation -w "$DIST" "$DIST"/grelmicro-*.tar.gz
+bash scripts/check-wheel-size.sh "$DIST"
 ls -l "$DIST"
 
 log "$TAG: installing them (no index) with their runtime dependencies"

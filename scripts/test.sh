@@ -16,25 +16,20 @@ bash scripts/lint.sh
 log "Rust tests (no Python), Wycheproof vectors included"
 (cd grelmicro-core && cargo test -q --no-default-features)
 
-if [ -x scripts/test-freethreaded.sh ]; then
-    log "free-threaded CPython"
-    bash scripts/test-freethreaded.sh
-fi
+log "free-threaded CPython"
+bash scripts/test-freethreaded.sh
 
-if [ -x scripts/test-security.sh ]; then
-    log "security suite against the built wheel"
-    bash scripts/test-security.sh
-fi
+log "security suite against the built wheel"
+bash scripts/test-security.sh
 
-if [ -f bench/run.py ]; then
-    log "benchmark smoke check (correctness of every lane, no timing assertions)"
-    "$PY" bench/run.py --smoke
-fi
+log "benchmark smoke check (correctness of every lane, no timing assertions)"
+"$PY" bench/run.py --smoke
 
-if [ -x scripts/test-docs.sh ]; then
-    log "documentation site (mkdocs build --strict, examples run, headless Chromium check)"
-    bash scripts/test-docs.sh
-fi
+log "documentation site (mkdocs build --strict, examples run, headless Chromium check)"
+bash scripts/test-docs.sh
+
+log "every other interpreter this machine has, each against the wheels built for it"
+bash scripts/test-interpreters.sh
 
 log "Python tests"
 # The free-threaded interpreter set up above also serves tests/core/test_freethreaded.py.
