@@ -350,7 +350,7 @@ def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_S
 
 
 def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
-    values = base.model_dump()
+    values = base.model_dump(exclude_none=True)
     values.update(issuer.policy)
     values["issuer"] = (issuer.issuer,)
     return JWTConfig.build(**values)

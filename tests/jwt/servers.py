@@ -51,7 +51,7 @@ class DocumentServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def setup(self) -> None:
@@ -152,10 +152,10 @@ class TLSFiles:
 
 def make_tls() -> TLSFiles:
     """A CA and a certificate for 127.0.0.1 and localhost, valid for one day."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from cryptography import x509  # noqa: PLC0415 - only the TLS tests need it
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
 
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -219,9 +219,7 @@ def make_tls() -> TLSFiles:
         key_path = Path(folder) / "key.pem"
         cert_path.write_bytes(cert.public_bytes(pem) + ca.public_bytes(pem))
         key_path.write_bytes(
-            key.private_bytes(
-                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
         )
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server.load_cert_chain(cert_path, key_path)

@@ -1,0 +1,344 @@
+"""OIDC discovery and several issuers, each bound to its own keys.
+
+Real servers on 127.0.0.1 play the identity providers: one per tenant, each
+with its own keys. The security property under test: a token is accepted
+only when the key that verified it belongs to the issuer its ``iss`` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from minting import NOW, FakeClock, SigningKey, private_key
+from servers import DocumentServer
+
+from grelmicro.jwt import (
+    ConfigurationError,
+    FetchOptions,
+    InvalidAudienceError,
+    InvalidIssuerError,
+    Issuer,
+    JWTVerifier,
+    Key,
+    KeysUnavailableError,
+    TokenRejectedError,
+)
+
+JWKS = "/keys"
+OIDC = "/.well-known/openid-configuration"
+AUD = "https://api.example.com"
+FAST = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1.5, jitter=0)
+
+
+def document(*keys: SigningKey) -> dict[str, Any]:
+    return {"keys": [key.public_jwk() for key in keys]}
+
+
+def mint(key: SigningKey, iss: str, aud: str = AUD, **claims: Any) -> str:
+    return key.mint({"iss": iss, "aud": aud, "sub": "user-1", "exp": NOW + 3600, **claims})
+
+
+@pytest.fixture
+def idp() -> Iterator[DocumentServer]:
+    server = DocumentServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def idp_b() -> Iterator[DocumentServer]:
+    server = DocumentServer().start()
+    yield server
+    server.stop()
+
+
+def metadata(server: DocumentServer, issuer: str | None = None) -> dict[str, Any]:
+    return {
+        "issuer": issuer if issuer is not None else server.url("/"),
+        "jwks_uri": server.url(JWKS),
+        "authorization_endpoint": server.url("/authorize"),
+        "id_token_signing_alg_values_supported": ["RS256"],
+    }
+
+
+# -- discovery -----------------------------------------------------------------
+
+
+def test_discovery_finds_the_keys_and_sets_the_issuer(idp: DocumentServer) -> None:
+    key = private_key("RS256", kid="d1", seed=21)
+    idp.set(OIDC, metadata(idp))
+    idp.set(JWKS, document(key))
+    verifier = JWTVerifier(
+        discover=idp.url("/"),
+        allow_insecure_loopback=True,
+        audience=AUD,
+        fetch=FAST,
+        clock=FakeClock(),
+    )
+    assert verifier.config.issuer == (idp.url("/"),)
+    assert verifier.verify(mint(key, idp.url("/")))["sub"] == "user-1"
+    with pytest.raises(InvalidIssuerError):
+        verifier.verify(mint(key, "https://elsewhere.example.com/"))
+    assert (idp.count(OIDC), idp.count(JWKS)) == (1, 1)
+    assert verifier.health().fetch_count == 2
+    verifier.close()
+
+
+def test_discovery_falls_back_to_rfc8414(idp: DocumentServer) -> None:
+    key = private_key("ES256", kid="d2", seed=22)
+    issuer = idp.url("/tenant")
+    idp.set("/.well-known/oauth-authorization-server/tenant", metadata(idp, issuer))
+    idp.set(JWKS, document(key))
+    verifier = JWTVerifier(
+        discover=issuer, allow_insecure_loopback=True, audience=AUD, fetch=FAST, clock=FakeClock()
+    )
+    assert verifier.verify(mint(key, issuer))["sub"] == "user-1"
+    assert idp.count("/tenant" + OIDC) == 1  # tried first, 404
+    verifier.close()
+
+
+@pytest.mark.parametrize(
+    ("document_issuer", "words"),
+    [
+        ("https://evil.example.com/", "another issuer"),
+        ("{url}".rstrip("/"), "another issuer"),  # a missing slash is another issuer
+        (None, "another issuer"),
+    ],
+)
+def test_discovery_refuses_a_document_for_another_issuer(
+    idp: DocumentServer, document_issuer: str | None, words: str
+) -> None:
+    key = private_key("RS256", kid="d1", seed=21)
+    body = metadata(idp)
+    if document_issuer is None:
+        del body["issuer"]
+    else:
+        body["issuer"] = document_issuer.replace("{url}", idp.url("/")).rstrip("/")
+    idp.set(OIDC, body)
+    idp.set(JWKS, document(key))
+    verifier = JWTVerifier(
+        discover=idp.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+    )
+    with pytest.raises(KeysUnavailableError, match=words):
+        verifier.verify(mint(key, idp.url("/")))
+    assert idp.count(JWKS) == 0
+    verifier.close()
+
+
+@pytest.mark.parametrize(
+    "jwks_uri", ["http://idp.example.com/keys", "ftp://127.0.0.1/keys", 42, "https://u:p@x/"]
+)
+def test_discovery_refuses_an_insecure_jwks_uri(idp: DocumentServer, jwks_uri: object) -> None:
+    body = metadata(idp)
+    body["jwks_uri"] = jwks_uri
+    idp.set(OIDC, body)
+    verifier = JWTVerifier(
+        discover=idp.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+    )
+    with pytest.raises(KeysUnavailableError, match="jwks_uri"):
+        verifier.verify(mint(private_key("RS256", seed=21), idp.url("/")))
+    verifier.close()
+
+
+def test_discovery_document_faults_end_in_our_taxonomy(idp: DocumentServer) -> None:
+    for body in ("<html>login</html>", "[]", '{"issuer": '):
+        idp.set(OIDC, body)
+        verifier = JWTVerifier(
+            discover=idp.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+        )
+        with pytest.raises(KeysUnavailableError, match="discovery"):
+            verifier.verify(mint(private_key("RS256", seed=21), idp.url("/")))
+        verifier.close()
+
+
+# -- several issuers --------------------------------------------------------------
+
+
+def two_tenants(
+    idp: DocumentServer, idp_b: DocumentServer, **b_policy: Any
+) -> tuple[JWTVerifier, SigningKey, SigningKey, str, str]:
+    key_a = private_key("RS256", kid="a1", seed=31)
+    key_b = private_key("RS256", kid="b1", seed=32)
+    idp.set(JWKS, document(key_a))
+    idp_b.set(JWKS, document(key_b))
+    iss_a, iss_b = "https://tenant-a.example.com/", "https://tenant-b.example.com/"
+    verifier = JWTVerifier(
+        issuers=[
+            Issuer(iss_a, jwks_url=idp.url(JWKS), allow_insecure_loopback=True),
+            Issuer(iss_b, jwks_url=idp_b.url(JWKS), allow_insecure_loopback=True, **b_policy),
+        ],
+        audience=AUD,
+        fetch=FAST,
+        clock=FakeClock(),
+    )
+    return verifier, key_a, key_b, iss_a, iss_b
+
+
+def test_each_issuer_verifies_with_its_own_keys(idp: DocumentServer, idp_b: DocumentServer) -> None:
+    verifier, key_a, key_b, iss_a, iss_b = two_tenants(idp, idp_b)
+    assert verifier.verify(mint(key_a, iss_a))["iss"] == iss_a
+    assert verifier.verify(mint(key_b, iss_b))["iss"] == iss_b
+    assert (idp.count(JWKS), idp_b.count(JWKS)) == (1, 1)
+    health = verifier.health()
+    assert health.ready
+    assert (health.key_count, health.fetch_count, len(health.sources)) == (2, 2, 2)
+    verifier.close()
+
+
+def test_a_key_of_one_tenant_cannot_sign_for_another(
+    idp: DocumentServer, idp_b: DocumentServer
+) -> None:
+    """The attack of issue 8: tenant A's key, a token claiming ``iss: B``."""
+    verifier, key_a, key_b, _iss_a, iss_b = two_tenants(idp, idp_b)
+    verifier.verify(mint(key_b, iss_b))
+    forged = mint(key_a, iss_b)
+    with pytest.raises(TokenRejectedError) as caught:
+        verifier.verify(forged)
+    assert caught.value.reason in {"unknown-key", "signature", "issuer"}
+    # Even with B's kid in the header, A's key never verifies for B.
+    forged_kid = SigningKey("RS256", key_a.material, "b1")
+    with pytest.raises(TokenRejectedError) as caught:
+        verifier.verify(mint(forged_kid, iss_b))
+    assert caught.value.reason == "signature"
+    # The forged tokens never reached A's keys: A was not even asked again.
+    assert idp.count(JWKS) == 0
+    verifier.close()
+
+
+def test_an_unconfigured_issuer_is_refused_before_any_network_call(
+    idp: DocumentServer, idp_b: DocumentServer
+) -> None:
+    verifier, key_a, _, _, _ = two_tenants(idp, idp_b)
+    for iss in ("https://tenant-c.example.com/", None, 42):
+        claims: dict[str, Any] = {} if iss is None else {"iss": iss}
+        token = key_a.mint({"aud": AUD, "exp": NOW + 60, **claims})
+        with pytest.raises(InvalidIssuerError):
+            verifier.verify(token)
+    assert (idp.count(JWKS), idp_b.count(JWKS)) == (0, 0)
+    verifier.close()
+
+
+def test_each_issuer_has_its_own_policy(idp: DocumentServer, idp_b: DocumentServer) -> None:
+    verifier, key_a, key_b, iss_a, iss_b = two_tenants(idp, idp_b, audience="api://b-only")
+    assert verifier.verify(mint(key_b, iss_b, aud="api://b-only"))
+    with pytest.raises(InvalidAudienceError):
+        verifier.verify(mint(key_b, iss_b))  # B wants its own audience
+    with pytest.raises(InvalidAudienceError):
+        verifier.verify(mint(key_a, iss_a, aud="api://b-only"))  # A keeps the default
+    verifier.close()
+
+
+def test_static_and_network_issuers_side_by_side(idp: DocumentServer) -> None:
+    local = private_key("ES256", kid="local", seed=41)
+    remote = private_key("RS256", kid="remote", seed=42)
+    idp.set(JWKS, document(remote))
+    verifier = JWTVerifier(
+        issuers=[
+            Issuer("https://internal/", keys=[Key.pem(local.public_pem(), "ES256", kid="local")]),
+            Issuer("https://idp/", jwks_url=idp.url(JWKS), allow_insecure_loopback=True),
+        ],
+        audience=AUD,
+        fetch=FAST,
+        clock=FakeClock(),
+    )
+    assert verifier.verify(mint(local, "https://internal/"))
+    assert idp.count(JWKS) == 0  # the static issuer needs no fetch
+    assert verifier.verify(mint(remote, "https://idp/"))
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(mint(remote, "https://internal/"))
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(mint(local, "https://idp/"))
+    verifier.close()
+
+
+def test_issuers_sharing_one_jwks_url_share_one_fetch(idp: DocumentServer) -> None:
+    """Entra ID style: every tenant's tokens signed by the common keys."""
+    key = private_key("RS256", kid="common", seed=51)
+    idp.set(JWKS, document(key))
+    tenants = [f"https://login.example.com/{t}/v2.0" for t in ("t1", "t2", "t3")]
+    verifier = JWTVerifier(
+        issuers=[Issuer(t, jwks_url=idp.url(JWKS), allow_insecure_loopback=True) for t in tenants],
+        audience=AUD,
+        fetch=FAST,
+        clock=FakeClock(),
+    )
+    for tenant in tenants:
+        assert verifier.verify(mint(key, tenant))["iss"] == tenant
+    assert idp.count(JWKS) == 1
+    verifier.close()
+
+
+def test_an_invented_kid_flood_across_issuers_stays_within_one_fetch_each(
+    idp: DocumentServer, idp_b: DocumentServer
+) -> None:
+    verifier, key_a, key_b, iss_a, iss_b = two_tenants(idp, idp_b)
+    verifier.verify(mint(key_a, iss_a))
+    verifier.verify(mint(key_b, iss_b))
+    for i in range(100):
+        for key, iss in ((key_a, iss_a), (key_b, iss_b)):
+            with pytest.raises(TokenRejectedError):
+                verifier.verify(mint(SigningKey("RS256", key.material, f"x{i}"), iss))
+    assert (idp.count(JWKS), idp_b.count(JWKS)) == (2, 2)
+    verifier.close()
+
+
+def test_cached_results_stay_with_their_issuer(idp: DocumentServer, idp_b: DocumentServer) -> None:
+    verifier, key_a, _key_b, iss_a, iss_b = two_tenants(idp, idp_b)
+    token_a = mint(key_a, iss_a)
+    first = verifier.verify(token_a)
+    assert verifier.verify(token_a) is first  # a cache hit
+    forged = mint(key_a, iss_b)
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(forged)
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(forged)  # rejections are never cached
+    verifier.close()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"issuers": []},
+        {"issuers": ["https://a/"]},
+        {"issuers": [Issuer("https://a/", jwks_url="https://a/k")], "issuer": "https://a/"},
+        {
+            "issuers": [
+                Issuer("https://a/", jwks_url="https://a/k"),
+                Issuer("https://a/", jwks_url="https://a/j"),
+            ]
+        },
+        {"issuers": [Issuer("https://a/", jwks_url="https://a/k")], "jwks_url": "https://a/k"},
+    ],
+)
+def test_bad_issuer_lists_are_refused(settings: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        JWTVerifier(**settings)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"jwks_url": "https://a/k", "discover": True},
+        {"jwks_url": "http://a.example/k"},
+        {"discover": True, "keys": []},
+    ],
+)
+def test_an_issuer_has_exactly_one_safe_key_source(settings: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        Issuer("https://a.example/", **settings)
+
+
+@pytest.mark.anyio
+async def test_async_lifecycle_with_several_issuers(
+    idp: DocumentServer, idp_b: DocumentServer
+) -> None:
+    verifier, key_a, _key_b, iss_a, iss_b = two_tenants(idp, idp_b)
+    async with verifier:
+        assert verifier.health().ready
+        assert (idp.count(JWKS), idp_b.count(JWKS)) == (1, 1)
+        assert (await verifier.verify_async(mint(key_a, iss_a)))["iss"] == iss_a
+        with pytest.raises(TokenRejectedError):
+            await verifier.verify_async(mint(key_a, iss_b))
