@@ -1,0 +1,338 @@
+"""DPoP through a real uvicorn on 127.0.0.1: an httpx client signs a proof per request.
+
+Answers are checked as a client sees them on the wire: status, the exact
+``WWW-Authenticate`` string (RFC 9449 §7.1), ``DPoP-Nonce``, the problem body;
+plus the OpenAPI scheme and the demo's DPoP route. Time is pinned on both
+sides (the server's clocks and the proofs' ``iat``).
+"""
+
+import asyncio
+import socket
+import threading
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import Depends, FastAPI, Security
+
+pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
+
+from dpop_proofs import ProofSigner, access_token
+from minting import NOW, SECRET, tamper
+
+from grelmicro.jwt import (
+    Claims,
+    ConfigurationError,
+    DPoPNonces,
+    DPoPVerifier,
+    JWTVerifier,
+    Key,
+    ReplayStore,
+)
+from grelmicro.jwt.fastapi_dpop import DPoPBearer
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBLEM = "application/problem+json"
+ALGS = 'algs="RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384 ES512 ES256K EdDSA Ed25519"'
+
+
+class Running:
+    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
+
+    def __init__(self, app: Any) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+        self.thread = threading.Thread(
+            target=lambda: asyncio.run(self.server.serve(sockets=[self.listener])), daemon=True
+        )
+
+    def __enter__(self) -> "Running":
+        self.thread.start()
+        for _ in range(1000):
+            if self.server.started:
+                return self
+            self.thread.join(0.01)
+        raise AssertionError("uvicorn did not start within 10 s")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+        self.listener.close()
+
+
+class DPoPAuth(httpx.Auth):
+    """A DPoP client: signs a fresh proof for every request; retries once with a server nonce."""
+
+    def __init__(self, signer: ProofSigner, token: str, *, iat: float = NOW) -> None:
+        self.signer = signer
+        self.token = token
+        self.iat = iat
+        self.nonce: str | None = None
+        self.proofs_signed = 0
+
+    def _sign(self, request: httpx.Request) -> None:
+        uri = str(request.url.copy_with(query=None, fragment=None))
+        request.headers["Authorization"] = f"DPoP {self.token}"
+        request.headers["DPoP"] = self.signer.proof(
+            request.method, uri, self.token, iat=self.iat, nonce=self.nonce
+        )
+        self.proofs_signed += 1
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        self._sign(request)
+        response = yield request
+        challenge = response.headers.get("www-authenticate", "")
+        if response.status_code == 401 and 'error="use_dpop_nonce"' in challenge:
+            self.nonce = response.headers["dpop-nonce"]
+            self._sign(request)
+            yield request
+
+
+def build(dpop: DPoPVerifier | None = None, **options: Any) -> FastAPI:
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    auth = DPoPBearer(verifier, dpop or DPoPVerifier(clock=lambda: NOW), **options)
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/items")
+    def items(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    @app.post("/items")
+    def add(claims: Annotated[Claims, Security(auth, scopes=["write"])]) -> dict[str, Any]:
+        return {"added_by": claims.subject}
+
+    return app
+
+
+@contextmanager
+def serve(app: FastAPI) -> Iterator[httpx.Client]:
+    with Running(app) as running, httpx.Client(base_url=running.url, timeout=10) as client:
+        yield client
+
+
+SIGNER = ProofSigner("ES256")
+BOUND = access_token(SIGNER.jkt, scope="write")
+
+
+# -- accepted ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["ES256", "ES384", "PS256", "RS256", "EdDSA"])
+def test_a_client_signing_each_request_gets_through(algorithm: str):
+    signer = ProofSigner(algorithm)
+    token = access_token(signer.jkt, scope="write")
+    auth = DPoPAuth(signer, token)
+
+    with serve(build()) as client:
+        first = client.get("/items?page=2", auth=auth)
+        second = client.get("/items", auth=auth)
+        third = client.post("/items", auth=auth)
+
+    assert (first.status_code, first.json()) == (200, {"sub": "user-1"})
+    assert second.status_code == 200
+    assert (third.status_code, third.json()) == (200, {"added_by": "user-1"})
+    assert auth.proofs_signed == 3
+
+
+def test_a_nonce_round_trip():
+    nonces = DPoPNonces(clock=lambda: NOW)
+    auth = DPoPAuth(SIGNER, BOUND)
+
+    with serve(build(DPoPVerifier(nonces=nonces, clock=lambda: NOW))) as client:
+        response = client.get("/items", auth=auth)
+
+    assert response.status_code == 200
+    assert auth.nonce == nonces.current(NOW)
+    assert auth.proofs_signed == 2
+
+
+def test_use_dpop_nonce_answer():
+    nonces = DPoPNonces(clock=lambda: NOW)
+    with serve(build(DPoPVerifier(nonces=nonces, clock=lambda: NOW))) as client:
+        proof = SIGNER.proof("GET", str(client.base_url).rstrip("/") + "/items", BOUND)
+        response = client.get("/items", headers={"Authorization": f"DPoP {BOUND}", "DPoP": proof})
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        f'DPoP error="use_dpop_nonce", error_description="use-dpop-nonce", {ALGS}'
+    )
+    assert response.headers["dpop-nonce"] == nonces.current(NOW)
+    assert response.json()["error"] == "use_dpop_nonce"
+
+
+# -- refusals on the wire -------------------------------------------------------------
+
+
+def _get(client: httpx.Client, headers: dict[str, str], path: str = "/items") -> httpx.Response:
+    return client.get(path, headers=headers)
+
+
+def test_refusals_answer_per_rfc_9449():
+    with serve(build()) as client:
+        base = str(client.base_url).rstrip("/") + "/"
+        uri = f"{base}items"
+        good = SIGNER.proof("GET", uri, BOUND)
+        cases = {
+            "no credentials": ({}, 401, f"Bearer, DPoP {ALGS}", None),
+            "stolen token, no proof": (
+                {"Authorization": f"DPoP {BOUND}"},
+                401,
+                f'DPoP error="invalid_dpop_proof", error_description="dpop-proof", {ALGS}',
+                "dpop-proof",
+            ),
+            "bound token as bearer": (
+                {"Authorization": f"Bearer {BOUND}"},
+                401,
+                f'DPoP error="invalid_token", error_description="dpop-binding", {ALGS}',
+                "dpop-binding",
+            ),
+            "proof for another method": (
+                {"Authorization": f"DPoP {BOUND}", "DPoP": SIGNER.proof("POST", uri, BOUND)},
+                401,
+                f'DPoP error="invalid_dpop_proof", error_description="dpop-proof", {ALGS}',
+                "dpop-proof",
+            ),
+            "proof for another URI": (
+                {"Authorization": f"DPoP {BOUND}", "DPoP": SIGNER.proof("GET", f"{base}x", BOUND)},
+                401,
+                f'DPoP error="invalid_dpop_proof", error_description="dpop-proof", {ALGS}',
+                "dpop-proof",
+            ),
+            "proof by another key": (
+                {
+                    "Authorization": f"DPoP {BOUND}",
+                    "DPoP": ProofSigner("ES256", seed=1).proof("GET", uri, BOUND),
+                },
+                401,
+                f'DPoP error="invalid_token", error_description="dpop-binding", {ALGS}',
+                "dpop-binding",
+            ),
+            "bad token with the DPoP scheme": (
+                {"Authorization": f"DPoP {tamper(BOUND)}", "DPoP": good},
+                401,
+                f'DPoP error="invalid_token", error_description="signature", {ALGS}',
+                "signature",
+            ),
+            "unbound token with the DPoP scheme": (
+                {
+                    "Authorization": f"DPoP {access_token(None)}",
+                    "DPoP": SIGNER.proof("GET", uri, access_token(None)),
+                },
+                401,
+                f'DPoP error="invalid_token", error_description="dpop-binding", {ALGS}',
+                "dpop-binding",
+            ),
+            "two proofs": (
+                {"Authorization": f"DPoP {BOUND}", "DPoP": f"{good}, {good}"},
+                401,
+                f'DPoP error="invalid_dpop_proof", error_description="dpop-proof", {ALGS}',
+                "dpop-proof",
+            ),
+        }
+        for name, (headers, status, challenge, reason) in cases.items():
+            response = _get(client, headers)
+            assert response.status_code == status, name
+            assert response.headers["www-authenticate"] == challenge, name
+            assert response.headers["content-type"] == PROBLEM, name
+            if reason is not None:
+                assert response.json()["reason"] == reason, name
+            # The answer never quotes the token or the proof.
+            assert BOUND not in response.text, name
+            assert good.split(".")[2] not in response.text, name
+
+        # The good proof is accepted once; sent again it is a replay.
+        first = _get(client, {"Authorization": f"DPoP {BOUND}", "DPoP": good})
+        again = _get(client, {"Authorization": f"DPoP {BOUND}", "DPoP": good})
+    assert first.status_code == 200
+    assert again.status_code == 401
+    assert again.json()["reason"] == "dpop-replay"
+    assert again.headers["www-authenticate"] == (
+        f'DPoP error="invalid_dpop_proof", error_description="dpop-replay", {ALGS}'
+    )
+
+
+def test_required_mode_challenges_with_dpop_only_and_refuses_bearer_tokens():
+    dpop = DPoPVerifier("required", algorithms=["ES256", "EdDSA"], clock=lambda: NOW)
+    with serve(build(dpop, realm="api")) as client:
+        anonymous = client.get("/items")
+        bearer = client.get("/items", headers={"Authorization": f"Bearer {access_token(None)}"})
+
+    assert anonymous.headers["www-authenticate"] == 'DPoP realm="api", algs="ES256 EdDSA"'
+    assert bearer.status_code == 401
+    assert bearer.json()["reason"] == "dpop-binding"
+
+
+def test_accepted_mode_still_serves_plain_bearer_tokens():
+    with serve(build()) as client:
+        response = client.get("/items", headers={"Authorization": f"Bearer {access_token(None)}"})
+
+    assert response.status_code == 200
+
+
+def test_a_full_replay_store_is_a_503_not_a_replay():
+    dpop = DPoPVerifier(replay_store=ReplayStore(1, shards=1), clock=lambda: NOW)
+    with serve(build(dpop)) as client:
+        first = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))
+        second = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))
+
+    assert first.status_code == 200
+    assert second.status_code == 503
+    assert second.headers["retry-after"] == "5"
+
+
+def test_behind_a_proxy_htu_is_the_public_url():
+    auth = DPoPAuth(SIGNER, BOUND)
+    app = build(public_url="HTTPS://API.example.com:443")
+    with serve(app) as client:
+        direct = client.get("/items", auth=auth)
+        proof = SIGNER.proof("GET", "https://api.example.com/items", BOUND)
+        public = client.get("/items", headers={"Authorization": f"DPoP {BOUND}", "DPoP": proof})
+
+    assert direct.status_code == 401  # signed for http://127.0.0.1:<port>/items
+    assert public.status_code == 200
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "https://api.example.com/base", "not a url"])
+def test_public_url_must_be_an_origin(url: str):
+    with pytest.raises(ConfigurationError):
+        build(public_url=url)
+
+
+def test_the_openapi_document_describes_the_dpop_scheme():
+    with serve(build()) as client:
+        document = client.get("/openapi.json").json()
+
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["DPoP"]["type"] == "http"
+    assert schemes["DPoP"]["scheme"] == "DPoP"
+    assert "RFC 9449" in schemes["DPoP"]["description"]
+    assert document["paths"]["/items"]["get"]["security"] == [{"DPoP": []}]
+
+
+def test_optional_variant_keeps_the_dpop_rules():
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    auth = DPoPBearer(verifier, DPoPVerifier(clock=lambda: NOW))
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/maybe")
+    def maybe(claims: Annotated[Claims | None, Depends(auth.optional)]) -> dict[str, Any]:
+        return {"sub": None if claims is None else claims.subject}
+
+    with serve(app) as client:
+        anonymous = client.get("/maybe")
+        bound_as_bearer = client.get("/maybe", headers={"Authorization": f"Bearer {BOUND}"})
+        good = client.get("/maybe", auth=DPoPAuth(SIGNER, BOUND))
+
+    assert anonymous.json() == {"sub": None}
+    assert bound_as_bearer.status_code == 401
+    assert good.json() == {"sub": "user-1"}
