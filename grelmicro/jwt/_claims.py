@@ -270,8 +270,12 @@ class Claims(Mapping[str, Any]):
         mapping = core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema())
         return core_schema.no_info_plain_validator_function(
             _validate,
-            json_schema_input_schema=mapping,
             serialization=core_schema.plain_serializer_function_ser_schema(
                 cls.to_dict, return_schema=mapping
             ),
         )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
+        """The JSON schema of ``Claims`` (in OpenAPI documents): a JSON object."""
+        return {"type": "object", "additionalProperties": True, "title": "Claims"}
