@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import httpx
 import pytest
 import uvicorn
-from fastapi import Depends, FastAPI, Security, WebSocket
+from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
 from minting import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
 from websockets.exceptions import ConnectionClosed
@@ -145,6 +145,21 @@ def build(
     ) -> Profile:
         return who
 
+    def subject_of(claims: Annotated[Claims, Depends(auth)]) -> str:
+        return str(claims.subject)
+
+    @app.get("/whoami")
+    def whoami(subject: Annotated[str, Depends(subject_of)]) -> dict[str, str]:
+        return {"subject": subject}
+
+    router = APIRouter(prefix="/area", dependencies=[Security(auth, scopes=["admin"])])
+
+    @router.get("/stats")
+    def stats() -> dict[str, bool]:
+        return {"ok": True}
+
+    app.include_router(router)
+
     @app.websocket("/ws")
     async def ws(websocket: WebSocket, claims: Annotated[Claims, Depends(auth)]) -> None:
         await websocket.accept(subprotocol=auth.subprotocol(websocket))
@@ -217,6 +232,18 @@ def test_claims_as_response_model(client):
 def test_scheme_name_is_case_insensitive(client):
     response = client.get("/me", headers={"Authorization": f"bEaReR {mint()}"})
     assert response.status_code == 200
+
+
+def test_claims_in_a_users_own_dependency(client):
+    assert client.get("/whoami", headers=bearer(mint())).json() == {"subject": "user-1"}
+
+
+def test_a_router_guarded_as_a_whole(client):
+    assert client.get("/area/stats").status_code == 401
+    assert client.get("/area/stats", headers=bearer(mint())).status_code == 403
+    assert client.get("/area/stats", headers=bearer(mint(scope="admin"))).json() == {"ok": True}
+    document = client.get("/openapi.json").json()
+    assert document["paths"]["/area/stats"]["get"]["security"] == [{"JWTBearer": ["admin"]}]
 
 
 # -- 401 without credentials -------------------------------------------------------
