@@ -498,6 +498,20 @@ def test_discovery_shows_an_openid_connect_scheme():
     }
 
 
+def test_verification_runs_on_the_event_loop_thread_even_for_sync_routes():
+    seen: list[str] = []
+    verifier = make_verifier(on_reject=lambda error: seen.append(threading.current_thread().name))
+    app, _ = build(verifier)  # /me is a sync route: FastAPI runs its body in a worker thread
+    running = Running(app)
+    assert running.start()
+    try:
+        with httpx.Client(base_url=running.url) as client:
+            assert client.get("/me", headers=bearer(mint(exp=NOW - 1))).status_code == 401
+    finally:
+        running.stop()
+    assert seen == [running.thread.name]
+
+
 # -- variants ------------------------------------------------------------------------------
 
 
