@@ -177,12 +177,18 @@ class _Slot:
         self.identity: frozenset[tuple[str, str | None]] = frozenset()
         self.on_removed: Callable[[], None] | None = None
 
-    def install(self, key_set: _core.KeySet) -> None:
-        """Take new keys from the source.
+    def install(self, key_set: _core.KeySet | None) -> None:
+        """Take new keys from the source (None: the keys went past the bound).
 
         The same keys change nothing; added keys keep the cache; a removed
         key drops the cache (results it verified must stop verifying).
         """
+        if key_set is None:
+            self.core = None
+            self.identity = frozenset()
+            if self.on_removed is not None:
+                self.on_removed()
+            return
         identity = _identity(key_set)
         if self.core is not None and identity == self.identity:
             return

@@ -41,7 +41,8 @@ __all__ = ["FetchOptions", "KeySource", "KeySourceHealth", "check_url"]
 logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
-Listener = Callable[[_core.KeySet], None]
+#: Gets each accepted key set, or None when the keys went past the staleness bound.
+Listener = Callable[[_core.KeySet | None], None]
 
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
 _NO_CACHE = re.compile(r"(?:^|,)\s*(?:no-cache|no-store)\s*(?:,|$)", re.IGNORECASE)
@@ -475,6 +476,7 @@ class KeySource:
         self._kid_at = -math.inf
         self._logged_at = -math.inf
         self._failing = False
+        self._withdrawn = False
         self.fetch_count = 0
         self.failure_count = 0
         self.stale_uses = 0
@@ -581,6 +583,7 @@ class KeySource:
             self.stale_until = now + ttl + self.options.max_stale
             self.refresh_at = now + ttl - early
             self._retry_at = -math.inf
+            self._withdrawn = False
             recovered, self._failing = self._failing, False
         if recovered:
             logger.warning("JWKS %s: fetched again, %d keys", self.name, len(key_set))
@@ -738,14 +741,25 @@ class KeySource:
         if self.key_set is not None and now < self.stale_until:
             if now >= self.expires_at:
                 self.stale_uses += 1
-            if self._background is None or self._background.done():
+            if now >= self.refresh_at and (self._background is None or self._background.done()):
                 self.refresh_background(unknown_kid=False)
             return True
         if _on_event_loop():
             self.refresh_background(unknown_kid=False)
         else:
             self.refresh_blocking(unknown_kid=False)
-        return self.key_set is not None and self._clock() < self.stale_until
+        if self.key_set is not None and self._clock() < self.stale_until:
+            return True
+        if self.key_set is not None and not self._withdrawn:
+            # Past the bound: the last good keys stop serving, and so does
+            # every cached result they verified.
+            self._withdrawn = True
+            logger.error(
+                "JWKS %s: keys past their staleness bound; verification answers 503", self.name
+            )
+            for listener in self._listeners:
+                listener(None)
+        return False
 
     def unavailable(self) -> KeysUnavailableError:
         """The 503 error, saying why without any key material."""
