@@ -31,6 +31,9 @@ bash scripts/test-docs.sh
 log "every other interpreter this machine has, each against the wheels built for it"
 bash scripts/test-interpreters.sh
 
+log "OIDC test provider (npm oauth2-mock-server, pinned) for tests/jwt/test_jwks_oidc.py"
+bash scripts/setup-oidc.sh
+
 log "Python tests"
 # The free-threaded interpreter set up above also serves tests/core/test_freethreaded.py.
 if [ -x "$ROOT/.ft-venv/bin/python" ]; then
