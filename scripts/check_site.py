@@ -9,6 +9,8 @@ Chromium (Debian's ``chromium`` and ``chromium-driver``) and fails when:
 - the browser console logs an error (level SEVERE) caused by the site itself;
 - an internal link (``<a href>``, stylesheet, script, image) points to a file
   the site does not have, or to an anchor the target page does not carry;
+- a page loads a stylesheet, script or image from another host (the site
+  must work offline and leak no visit);
 - a page of the site is reachable by no link from the home page;
 - a public name of ``grelmicro.jwt`` or ``grelmicro.jwt.fastapi`` has no
   entry (an element id) in the API reference pages;
@@ -143,13 +145,18 @@ class Checker:
             driver.execute_script("return Array.from(document.querySelectorAll('[id]'), e => e.id)")
         )
         links = driver.execute_script(
+            "return Array.from(document.querySelectorAll('a[href]'), e => e.href)"
+        )
+        resources = driver.execute_script(
             "return [].concat("
-            "Array.from(document.querySelectorAll('a[href]'), e => e.href),"
             "Array.from(document.querySelectorAll('link[href]'), e => e.href),"
             "Array.from(document.querySelectorAll('script[src]'), e => e.src),"
             "Array.from(document.querySelectorAll('img[src]'), e => e.src))"
         )
-        for link in links:
+        for resource in resources:
+            if resource.startswith(("http:", "https:")) and not resource.startswith(self.base):
+                self.fail(f"{relative}: loads {resource} from another host")
+        for link in [*links, *resources]:
             self.check_link(relative, link)
         time.sleep(0.2)  # let late console messages arrive
         for entry in driver.get_log("browser"):  # type: ignore[no-untyped-call]
