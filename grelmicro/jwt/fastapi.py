@@ -47,7 +47,7 @@ from fastapi.security.base import SecurityBase
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException, WebSocketException
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import Scope
 from starlette.websockets import WebSocket, WebSocketState
 
@@ -483,12 +483,18 @@ class JWTBearer(SecurityBase):
     def install(self, app: FastAPI) -> None:
         """Set ``app`` up: problem+json refusals and, unless done, the key lifespan.
 
-        Adds the :class:`BearerError` handler (RFC 9457 bodies), checks the
+        Adds the :class:`BearerError` handler (RFC 9457 bodies) and handlers
+        that answer a ``TokenRejectedError`` (401) or ``KeysUnavailableError``
+        (503) escaping a route's own code the same way, checks the
         routes declared so far with :func:`check_routes` (and again at
         startup), and wraps the app's lifespan with :meth:`lifespan` unless
         the app was built with ``lifespan=auth.lifespan`` already.
         """
         app.add_exception_handler(BearerError, problem_response)
+        # A refusal raised by a route's own verifier call is the client's fault, not a 500.
+        escaped: Any = self._escaped  # HTTP and websocket connections both come here
+        app.add_exception_handler(TokenRejectedError, escaped)
+        app.add_exception_handler(KeysUnavailableError, escaped)
         check_routes(app)
         inner = app.router.lifespan_context
         if getattr(inner, "__self__", None) is self:
@@ -501,6 +507,22 @@ class JWTBearer(SecurityBase):
                 yield state
 
         app.router.lifespan_context = lifespan
+
+    async def _escaped(self, connection: Any, exc: Exception) -> Response | None:
+        """Handler: a verifier error raised in a route's own code, answered like the dependency."""
+        if isinstance(exc, TokenRejectedError):
+            error = self._invalid_token(exc.reason)
+        elif isinstance(exc, KeysUnavailableError):
+            error = self._unavailable()
+        else:  # pragma: no cover - registered for those two only
+            raise exc
+        if isinstance(connection, WebSocket):
+            if connection.client_state is WebSocketState.CONNECTING:
+                await connection.accept(subprotocol=self.subprotocol(connection))
+            if connection.application_state is not WebSocketState.DISCONNECTED:
+                await connection.close(1013 if error.status_code == 503 else 1008, error.reason)
+            return None
+        return await problem_response(connection, error)
 
     async def readiness(self) -> JSONResponse:
         """Readiness endpoint: 200 when keys are loaded and fresh, else 503.

@@ -152,6 +152,16 @@ def build(
     def whoami(subject: Annotated[str, Depends(subject_of)]) -> dict[str, str]:
         return {"subject": subject}
 
+    @app.get("/by-hand")
+    def by_hand(token: str = "not-a-jwt") -> Claims:
+        return auth.verifier.verify(token)  # a refusal escaping the route's own code
+
+    @app.websocket("/ws-by-hand")
+    async def ws_by_hand(websocket: WebSocket) -> None:
+        await websocket.accept()
+        auth.verifier.verify(await websocket.receive_text())
+        await websocket.send_text("verified")
+
     router = APIRouter(prefix="/area", dependencies=[Security(auth, scopes=["admin"])])
 
     @router.get("/stats")
@@ -244,6 +254,24 @@ def test_a_router_guarded_as_a_whole(client):
     assert client.get("/area/stats", headers=bearer(mint(scope="admin"))).json() == {"ok": True}
     document = client.get("/openapi.json").json()
     assert document["paths"]["/area/stats"]["get"]["security"] == [{"JWTBearer": ["admin"]}]
+
+
+def test_a_refusal_escaping_a_routes_own_code_is_401_not_500(client):
+    response = client.get("/by-hand")
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="invalid_token", error_description="malformed"'
+    )
+    assert problem(response)["reason"] == "malformed"
+
+
+def test_a_refusal_escaping_a_websocket_route_closes_1008(ws_url):
+    with connect(f"{ws_url}/ws-by-hand") as ws:
+        ws.send(mint(exp=NOW - 1))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "expired")
 
 
 # -- 401 without credentials -------------------------------------------------------
