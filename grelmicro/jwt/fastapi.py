@@ -585,7 +585,7 @@ def _is_verify_function(call: object) -> bool:
     """
     if isinstance(getattr(call, "__self__", None), JWTVerifier):
         return True
-    if not str(getattr(call, "__module__", "") or "").startswith("grelmicro.jwt"):
+    if not str(getattr(call, "__module__", "") or "").startswith("grelmicro"):
         return False
     try:
         parameters = list(inspect.signature(call).parameters.values())  # type: ignore[arg-type]
