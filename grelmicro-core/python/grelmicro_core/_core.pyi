@@ -131,8 +131,8 @@ class ProofVerifier:
         cls,
         *,
         algorithms: Sequence[str] | None = None,
-        max_age: float = 60.0,
-        leeway: float = 5.0,
+        max_age: float = ...,
+        leeway: float = ...,
         max_size: int = ...,
         max_depth: int = ...,
     ) -> ProofVerifier: ...
