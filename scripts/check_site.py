@@ -12,8 +12,9 @@ Chromium (Debian's ``chromium`` and ``chromium-driver``) and fails when:
 - a page loads a stylesheet, script or image from another host (the site
   must work offline and leak no visit);
 - a page of the site is reachable by no link from the home page;
-- a public name of ``grelmicro.jwt`` or ``grelmicro.jwt.fastapi`` has no
-  entry (an element id) in the API reference pages;
+- a public name of ``grelmicro.jwt``, ``grelmicro.jwt.fastapi`` or
+  ``grelmicro.jwt.fastapi_dpop`` has no entry (an element id) in the API
+  reference pages;
 - the search box, given "audience", shows no result.
 
 It prints one line per page and a summary; the exit code is 0 only when
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import importlib
 import re
 import sys
 import threading
@@ -206,14 +208,15 @@ class Checker:
             if f"grelmicro.jwt.{name}" in jwt_ids or f"grelmicro.jwt.errors.{name}" in error_ids:
                 continue
             self.fail(f"reference: grelmicro.jwt.{name} has no entry")
-        try:
-            import grelmicro.jwt.fastapi as fastapi_module  # noqa: PLC0415
-        except ImportError:
-            return
-        fastapi_ids = self.anchors.get(reference / "fastapi" / "index.html", set())
-        for name in fastapi_module.__all__:
-            if f"grelmicro.jwt.fastapi.{name}" not in fastapi_ids:
-                self.fail(f"reference: grelmicro.jwt.fastapi.{name} has no entry")
+        for module in ("fastapi", "fastapi_dpop"):
+            try:
+                names = importlib.import_module(f"grelmicro.jwt.{module}").__all__
+            except ImportError:  # FastAPI not installed: its pages are not checked
+                continue
+            ids = self.anchors.get(reference / module / "index.html", set())
+            for name in names:
+                if f"grelmicro.jwt.{module}.{name}" not in ids:
+                    self.fail(f"reference: grelmicro.jwt.{module}.{name} has no entry")
 
     def search(self) -> int:
         """Type the search term into the material search box; count the results."""

@@ -9,7 +9,9 @@ it is compared with the signature.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 from pathlib import Path
 
@@ -38,12 +40,27 @@ def test_every_public_name_of_grelmicro_jwt_has_a_reference_entry() -> None:
     assert not missing
 
 
-def test_the_fastapi_module_is_documented_whole() -> None:
-    pytest.importorskip("fastapi")
-    import grelmicro.jwt.fastapi as module  # noqa: PLC0415
+def test_every_public_module_has_a_reference_page() -> None:
+    modules = [
+        info.name
+        for info in pkgutil.iter_modules(grelmicro.jwt.__path__)
+        if not info.name.startswith("_")
+    ]
+    assert "errors" in modules
+    for module in modules:
+        assert f"grelmicro.jwt.{module}" in directives(f"{module}.md"), module
+    nav = (REFERENCE.parent.parent / "mkdocs.yml").read_text(encoding="utf-8")
+    for module in modules:
+        assert f"reference/{module}.md" in nav, module
 
-    assert "grelmicro.jwt.fastapi" in directives("fastapi.md")
-    assert module.__all__  # mkdocstrings renders the names of __all__
+
+@pytest.mark.parametrize("module", ["fastapi", "fastapi_dpop"])
+def test_fastapi_pages_list_every_public_name(module: str) -> None:
+    pytest.importorskip("fastapi")
+    names = importlib.import_module(f"grelmicro.jwt.{module}").__all__
+    text = (REFERENCE / f"{module}.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\s+- (\w+)$", text, flags=re.MULTILINE))
+    assert set(names) <= listed
 
 
 def test_jwtverifier_parameter_table_matches_the_signature() -> None:
