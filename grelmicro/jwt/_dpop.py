@@ -69,6 +69,7 @@ from grelmicro.jwt.errors import (
     DPoPBindingError,
     DPoPProofError,
     DPoPReplayError,
+    InvalidKeyError,
 )
 
 __all__ = ["DPoPMode", "DPoPNonces", "DPoPVerifier", "ReplayStore", "jwk_thumbprint"]
@@ -264,6 +265,8 @@ class DPoPVerifier:
             raise ConfigurationError("mode must be 'required', 'accepted' or 'off'")
         if isinstance(algorithms, str):
             algorithms = [algorithms]
+        if algorithms is not None and not all(isinstance(name, str) for name in algorithms):
+            raise ConfigurationError("algorithms must be algorithm names such as 'ES256'")
         max_age = _number(max_age, "max_age", positive=True)
         leeway = _number(leeway, "leeway", positive=False)
         if (
@@ -285,6 +288,12 @@ class DPoPVerifier:
         self.replay_store = ReplayStore() if replay_store is None else replay_store
         if nonces is True:
             nonces = DPoPNonces(clock=clock)
+        if nonces is not False and not isinstance(nonces, DPoPNonces):
+            raise ConfigurationError("nonces must be True, False or a DPoPNonces")
+        if replay_store is not None and not isinstance(replay_store, ReplayStore):
+            raise ConfigurationError("replay_store must be a ReplayStore")
+        if not callable(clock):
+            raise ConfigurationError("clock must be a callable returning seconds")
         self.nonces: DPoPNonces | None = nonces or None
         self._window = max_age + 2 * leeway
         self._clock = clock
@@ -402,7 +411,13 @@ def jwk_thumbprint(jwk: Mapping[str, Any] | str | bytes) -> str:
         InvalidKeyError: not an acceptable public JWK (private members, weak
             or unsupported key).
     """
-    document = jwk if isinstance(jwk, (str, bytes)) else json.dumps(dict(jwk))
+    if isinstance(jwk, (str, bytes)):
+        document = jwk
+    else:
+        try:
+            document = json.dumps(dict(jwk))
+        except (TypeError, ValueError):
+            raise InvalidKeyError("a JWK must be a JSON object of strings") from None
     try:
         return _core.jwk_thumbprint(document)
     except _core.CoreError as exc:

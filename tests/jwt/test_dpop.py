@@ -99,6 +99,11 @@ def test_rfc7638_example_thumbprint():
     assert jwk_thumbprint(jwk) == "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
 
 
+def test_a_jwk_that_is_not_json_has_no_thumbprint():
+    with pytest.raises(InvalidKeyError):
+        jwk_thumbprint({"kty": "EC", "x": object()})
+
+
 def test_a_private_jwk_has_no_thumbprint(client: ProofSigner):
     with pytest.raises(InvalidKeyError):
         jwk_thumbprint({**client.jwk, "d": b64url(b"\x01" * 32)})
@@ -344,6 +349,10 @@ def test_the_challenge_lists_the_allowed_algorithms():
         {"leeway": -1},
         {"max_proof_size": 0},
         {"max_age": "60"},
+        {"algorithms": [256]},
+        {"nonces": "yes"},
+        {"replay_store": {}},
+        {"clock": 5},
     ],
 )
 def test_bad_settings_are_configuration_errors(settings: dict[str, Any]):
