@@ -26,7 +26,7 @@ import forge
 import pytest
 from support import NOW, accept, key_for, mint, payload, reject, verifier_for
 
-from grelmicro.jwt import JWTVerifier
+from grelmicro.jwt import ConfigurationError, JWTVerifier, Key
 
 AUDIENCE = "https://api.example.com"
 ISSUER = "https://idp.example.com/"
@@ -134,6 +134,56 @@ def test_exp_is_required_by_default(ring: forge.KeyRing) -> None:
     verifier = verifier_for(ring, "HS256")
     reject(verifier, mint(ring, "HS256", body={"sub": "user-1"}), "missing-claim")
     reject(verifier, mint(ring, "HS256", body={}), "missing-claim")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"required": []},
+        {"required": ["sub"]},
+        {"required": "tenant"},
+        {"required": ()},
+        {"leeway": 5, "required": ["jti", "sub"]},
+    ],
+    ids=["required-empty", "required-sub", "required-str", "required-tuple", "required-two"],
+)
+def test_required_never_drops_exp(ring: forge.KeyRing, settings: dict[str, Any]) -> None:
+    # Issue 10: required= used to replace ("exp",), so a token that never
+    # expires was accepted. It adds to exp; only require_exp=False drops it.
+    verifier = verifier_for(ring, "HS256", **settings)
+    body = {"sub": "user-1", "jti": "j", "tenant": "t"}
+    reject(verifier, mint(ring, "HS256", body=body), "missing-claim")
+
+
+@pytest.mark.parametrize("variable", ["REQUIRED", "ISSUER", "AUDIENCE", "ALGORITHMS"])
+@pytest.mark.parametrize("value", ["", "  ", " , "])
+def test_blank_environment_values_are_configuration_errors(variable: str, value: str) -> None:
+    # Issue 10: GRELMICRO_JWT_ISSUER="" meant "no issuer check".
+    with pytest.raises(ConfigurationError):
+        JWTVerifier.from_env(
+            keys=[Key.secret(b"s" * 32)], environ={f"GRELMICRO_JWT_{variable}": value}
+        )
+
+
+@pytest.mark.parametrize("variable", ["ISSUERS", "AUDIENCES", "REQUIRE", "ISSUER_URL"])
+def test_unknown_environment_variables_are_configuration_errors(variable: str) -> None:
+    # Issue 10: a misspelt ISSUERS was ignored and any issuer accepted.
+    with pytest.raises(ConfigurationError, match="did you mean"):
+        JWTVerifier.from_env(
+            keys=[Key.secret(b"s" * 32)], environ={f"GRELMICRO_JWT_{variable}": "x"}
+        )
+
+
+@pytest.mark.parametrize(
+    "scope",
+    ["read:items\u00a0admin", "read:items\tadmin", "read:items\u2003admin", "read:items\nadmin"],
+    ids=["no-break-space", "tab", "em-space", "newline"],
+)
+def test_scope_splits_on_space_only(ring: forge.KeyRing, scope: str) -> None:
+    # RFC 6749 §3.3: scopes are separated by U+0020; "admin" is not granted.
+    claims = accept(verifier_for(ring, "HS256"), mint(ring, "HS256", body=payload(scope=scope)))
+    assert "admin" not in claims.scopes
+    assert not claims.has_scopes("admin")
 
 
 @pytest.mark.parametrize("claim", ["sub", "jti", "iat", "nbf", "tenant"])

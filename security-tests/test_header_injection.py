@@ -187,6 +187,72 @@ def test_duplicate_kid_in_code_is_a_build_error(ring: forge.KeyRing) -> None:
     assert caught.value.reason == "invalid-config"
 
 
+def _es256(key: object, kid: str | None) -> str:
+    header = {"alg": "ES256"} if kid is None else {"alg": "ES256", "kid": kid}
+    return forge.mint(header, payload(), key, "ES256")
+
+
+def test_duplicate_kid_across_keys_and_jwks_is_unusable(ring: forge.KeyRing) -> None:
+    # Issue 10: with keys= and jwks= combined the first JWKS entry silently won.
+    from grelmicro.jwt import Key  # noqa: PLC0415
+
+    in_code = Key.pem(forge.spki_pem(ring.p256.public_key()), "ES256", kid="dup")
+    document = {
+        "keys": [
+            forge.jwk(ring.other_p256.public_key(), kid="dup"),
+            forge.jwk(ring.rsa.public_key(), kid="rsa"),
+        ]
+    }
+    verifier = JWTVerifier(keys=[in_code], jwks=document, cache_size=0)
+    for key in (ring.p256, ring.other_p256):
+        reject(verifier, _es256(key, "dup"), "unknown-key")
+    accept(verifier, mint(ring, "RS256", {"alg": "RS256", "kid": "rsa"}))
+
+
+def test_duplicate_kid_inside_a_jwks_stays_unusable_beside_keys(ring: forge.KeyRing) -> None:
+    document = {
+        "keys": [
+            forge.jwk(ring.p256.public_key(), kid="dup"),
+            forge.jwk(ring.other_p256.public_key(), kid="dup"),
+            forge.jwk(ring.rsa.public_key(), kid="rsa"),
+        ]
+    }
+    verifier = JWTVerifier(keys=[key_for(ring, "HS256", "hs")], jwks=document, cache_size=0)
+    for key in (ring.p256, ring.other_p256):
+        reject(verifier, _es256(key, "dup"), "unknown-key")
+
+
+def test_duplicate_kid_through_rotate_is_unusable(ring: forge.KeyRing) -> None:
+    verifier = JWTVerifier(keys=[key_for(ring, "RS256", "rsa")], cache_size=0)
+    document = {
+        "keys": [
+            forge.jwk(ring.p256.public_key(), kid="dup"),
+            forge.jwk(ring.other_p256.public_key(), kid="dup"),
+            forge.jwk(ring.rsa.public_key(), kid="rsa"),
+        ]
+    }
+    verifier.rotate(keys=[key_for(ring, "RS256", "rsa")], jwks=document)
+    for key in (ring.p256, ring.other_p256):
+        reject(verifier, _es256(key, "dup"), "unknown-key")
+
+
+def test_kidless_token_and_a_one_key_jwks(ring: forge.KeyRing) -> None:
+    # design.md §3: a token without kid takes the only key that could verify it.
+    one = JWTVerifier(jwks={"keys": [forge.jwk(ring.p256.public_key(), kid="k")]}, cache_size=0)
+    accept(one, _es256(ring.p256, None))
+    reject(one, _es256(ring.other_p256, None), "signature")
+    two = JWTVerifier(
+        jwks={
+            "keys": [
+                forge.jwk(ring.p256.public_key(), kid="k"),
+                forge.jwk(ring.other_p256.public_key(), kid="k2"),
+            ]
+        },
+        cache_size=0,
+    )
+    reject(two, _es256(ring.p256, None), "unknown-key")
+
+
 def test_token_without_kid_and_two_candidate_keys(ring: forge.KeyRing) -> None:
     other = b"another-hs256-secret-for-the-suite-01"
     from grelmicro.jwt import Key  # noqa: PLC0415

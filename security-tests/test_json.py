@@ -363,7 +363,37 @@ def test_exp_as_float_and_negative_zero(ring: forge.KeyRing) -> None:
     assert accept(verifier, _signed(ring, b'{"exp":1700000000.5}'))["exp"] == 1700000000.5
     reject(verifier, _signed(ring, b'{"exp":-0.0}'), "expired")
     reject(verifier, _signed(ring, b'{"exp":1e-400}'), "expired")
-    reject(verifier, _signed(ring, b'{"exp":-1e400}'), "expired")
+    # Out of a double's range: refused, never read as -infinity (issue 10).
+    reject(verifier, _signed(ring, b'{"exp":-1e400}'), "invalid-claim")
+
+
+# Number literals that overflow a double become +-infinity in most parsers: an
+# "exp" of 1e400 is a token that never expires. Refused as invalid claims
+# wherever they appear in the payload; in a header they are malformed.
+NON_FINITE = [
+    b'{"exp":1e400}',
+    b'{"exp":-1e309}',
+    b'{"exp":1E+999}',
+    b'{"exp":' + b"9" * 400 + b"}",
+    b'{"exp":9999999999,"nbf":-1e309}',
+    b'{"exp":9999999999,"iat":1e400}',
+    b'{"exp":9999999999,"n":1e400}',
+    b'{"exp":9999999999,"a":[0,[1e400]]}',
+    b'{"exp":9999999999,"o":{"p":{"q":-1e309}}}',
+]
+
+
+@pytest.mark.parametrize("body", NON_FINITE, ids=lambda b: b.decode()[:40])
+@pytest.mark.parametrize("cache_size", [0, 64])
+def test_non_finite_numbers_are_refused(ring: forge.KeyRing, body: bytes, cache_size: int) -> None:
+    verifier = verifier_for(ring, "HS256", cache_size=cache_size)
+    reject(verifier, _signed(ring, body), "invalid-claim")
+    reject(verifier, _signed(ring, body), "invalid-claim")  # and never cached
+
+
+def test_non_finite_number_in_a_header_is_malformed(ring: forge.KeyRing) -> None:
+    token = forge.unsigned(b'{"alg":"HS256","x":1e400}', payload(), b"\x00" * 32)
+    reject(verifier_for(ring, "HS256"), token, "malformed")
 
 
 def test_claims_round_trip_unicode(ring: forge.KeyRing) -> None:

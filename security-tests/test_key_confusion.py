@@ -293,3 +293,79 @@ def test_jwks_key_alg_is_binding(ring: forge.KeyRing) -> None:
     reject(verifier, mint(ring, "PS256", {"alg": "PS256", "kid": "r"}), "algorithm")
     pem = forge.spki_pem(ring.rsa.public_key())
     reject(verifier, forge.mint({"alg": "HS256", "kid": "r"}, payload(), pem, "HS256"), "algorithm")
+
+
+# -- issue 10: the forms a first pass missed -----------------------------------------
+# Each of these, accepted as an HMAC secret, lets anyone holding the public key
+# forge tokens. They are refused when the key is built.
+
+
+def _jwk_text(ring: forge.KeyRing) -> str:
+    return json.dumps(forge.jwk(ring.rsa.public_key()))
+
+
+def _ssh_certificate(ring: forge.KeyRing) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    builder = getattr(serialization, "SSHCertificateBuilder", None)
+    if builder is None:
+        pytest.skip("this cryptography cannot build OpenSSH certificates")
+    certificate = (
+        builder()
+        .public_key(ring.ed25519.public_key())
+        .serial(7)
+        .type(serialization.SSHCertificateType.USER)
+        .key_id(b"deploy")
+        .valid_principals([b"deploy"])
+        .valid_after(0)
+        .valid_before(2**32)
+        .sign(ring.ed25519)
+    )
+    return certificate.public_bytes() + b" deploy@ci"
+
+
+def _ec_point(ring: forge.KeyRing) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    return ring.p256.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
+
+
+ISSUE10_FORMS: dict[str, Callable[[forge.KeyRing], bytes | str]] = {
+    "jwk-after-utf8-bom-bytes": lambda r: b"\xef\xbb\xbf" + _jwk_text(r).encode(),
+    "jwk-after-bom-str": lambda r: "\ufeff" + _jwk_text(r),
+    "jwk-duplicate-member": lambda r: _jwk_text(r)[:-1] + ',"kty":"RSA"}',
+    "jwk-escaped-member-name": lambda r: _jwk_text(r).replace('"kty"', '"k\\u0074y"'),
+    "jwks-nested-12-deep": lambda r: "[" * 12 + '{"keys":[' + _jwk_text(r) + "]}" + "]" * 12,
+    "jwk-python-repr": lambda r: repr(forge.jwk(r.rsa.public_key())),
+    "hex-der-spki": lambda r: forge.spki_der(r.rsa.public_key()).hex(),
+    "hex-der-spki-upper-colons": lambda r: ":".join(
+        f"{b:02X}" for b in forge.spki_der(r.p256.public_key())
+    ),
+    "openssh-authorized-keys-with-options": lambda r: b'from="10.0.0.0/8",no-pty '
+    + forge.openssh(r.rsa.public_key())
+    + b" ops@bastion",
+    "openssh-known-hosts": lambda r: b"git.example.com,10.0.0.1 "
+    + forge.openssh(r.p256.public_key()),
+    "openssh-blob-alone": lambda r: forge.openssh(r.ed25519.public_key()).split()[1],
+    "openssh-certificate": _ssh_certificate,
+    "rfc4716-ssh2-block": lambda r: b"---- BEGIN SSH2 PUBLIC KEY ----\n"
+    + forge.openssh(r.rsa.public_key()).split()[1]
+    + b"\n---- END SSH2 PUBLIC KEY ----\n",
+    "raw-ec-point": _ec_point,
+    "raw-ec-point-x-y": lambda r: _ec_point(r)[1:],
+    "raw-ec-point-base64url": lambda r: forge.b64url(_ec_point(r)),
+    "raw-ec-point-hex": lambda r: _ec_point(r).hex(),
+}
+
+
+@pytest.mark.parametrize("form", sorted(ISSUE10_FORMS))
+def test_more_public_key_forms_are_not_hmac_secrets(ring: forge.KeyRing, form: str) -> None:
+    value = ISSUE10_FORMS[form](ring)
+
+    with pytest.raises(InvalidKeyError) as caught:
+        Key.secret(value, "HS256")
+
+    assert caught.value.reason == "invalid-key"
+    assert "public key" in str(caught.value)

@@ -18,6 +18,7 @@ References:
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import logging
 import traceback
@@ -175,7 +176,72 @@ def test_rejections_quote_nothing(
 def test_time_claim_failures_carry_only_times() -> None:
     verifier = _verifier("expired", cache_size=0)
     error = reject(verifier, _mint(_good_body(exp=NOW - 5)), "expired")
-    assert str(NOW - 5) in str(error)
+    # ISO times in the message, datetimes as attributes (issue 10).
+    expires = datetime.datetime.fromtimestamp(NOW - 5, tz=datetime.timezone.utc)
+    assert expires.isoformat().replace("+00:00", "Z") in str(error)
+    assert error.expires_at == expires  # type: ignore[attr-defined]
+
+
+def test_token_values_are_attributes_only_capped_and_escaped() -> None:
+    verifier = JWTVerifier(keys=[Key.secret(SECRET, "HS256", kid="real")], cache_size=0)
+    kid = "CANARY-KID\x1b]8;;http://evil\x07\u202e" + "K" * 5000
+    error = reject(verifier, _mint(_good_body(), {"alg": "HS256", "kid": kid}), "unknown-key")
+    _assert_clean(_texts(error), ["CANARY-KID", "evil"])
+    carried = error.kid  # type: ignore[attr-defined]
+    assert carried.startswith("CANARY-KID\\x1b]8;;http://evil\\x07\\u202e")
+    assert carried.isascii()
+    assert carried.isprintable()
+    assert len(carried) < 200
+
+
+def test_configuration_errors_quote_no_input() -> None:
+    from grelmicro.jwt import ConfigurationError, JWTConfig  # noqa: PLC0415
+
+    for settings in (
+        {"secret": SECRET.decode()},
+        {"leeway": SECRET.decode()},
+        {"algorithms": [SECRET.decode()]},
+        {"issuer": [SECRET]},
+        {"cache_key": SECRET.decode()},
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            JWTConfig(**settings)
+        _assert_clean(_texts(caught.value), _secret_needles())
+    with pytest.raises(ConfigurationError) as caught:
+        JWTVerifier.from_env(environ={"GRELMICRO_JWT_ISSUERS": SECRET.decode()}, keys=None)
+    _assert_clean(_texts(caught.value), _secret_needles())
+
+
+def test_to_model_failures_quote_no_claim() -> None:
+    import pydantic  # noqa: PLC0415
+
+    class Model(pydantic.BaseModel):
+        sub: int
+        aud: int
+
+    claims = JWTVerifier(keys=[Key.secret(SECRET, "HS256", kid=KID)], audience=AUD).verify(
+        _mint(_good_body()), now=NOW
+    )
+    with pytest.raises(TokenRejectedError) as caught:
+        claims.to_model(Model)
+    assert caught.value.reason == "invalid-claim"
+    assert "sub" in str(caught.value)
+    _assert_clean(_texts(caught.value), [SUB, AUD, ISS])
+
+
+def test_cli_never_echoes_a_secret_given_in_place_of_a_variable_name() -> None:
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    result = subprocess.run(
+        [sys.executable, "-m", "grelmicro.jwt", "verify", "a.b.c", "--secret-env", SECRET.decode()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    _assert_clean([result.stdout, result.stderr], _secret_needles())
 
 
 def test_failing_hook_is_logged_without_the_token(caplog: pytest.LogCaptureFixture) -> None:

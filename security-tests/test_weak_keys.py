@@ -212,6 +212,52 @@ def test_private_key_pem_is_refused(ring: forge.KeyRing, which: str) -> None:
     _refused(lambda: Key.pem(pem, alg), "invalid-key")
 
 
+# Issue 10: Key.pem read only the first block, so "public key, then the private
+# key" built without a word. Several blocks are accepted only as certificates of
+# the same key; anything else is refused.
+MULTI_BLOCK = {
+    "public-then-private": lambda r: forge.spki_pem(r.p256.public_key())
+    + forge.private_pem(r.p256),
+    "private-then-public": lambda r: forge.private_pem(r.p256)
+    + forge.spki_pem(r.p256.public_key()),
+    "two-public-keys": lambda r: forge.spki_pem(r.p256.public_key())
+    + forge.spki_pem(r.other_p256.public_key()),
+    "key-then-certificate": lambda r: forge.spki_pem(r.p256.public_key())
+    + forge.certificate_pem(r.p256),
+    "chain-of-two-keys": lambda r: forge.certificate_pem(r.p256)
+    + forge.certificate_pem(r.other_p256),
+    "public-then-broken-block": lambda r: forge.spki_pem(r.p256.public_key())
+    + b"-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----\n",
+}
+
+
+@pytest.mark.parametrize("form", sorted(MULTI_BLOCK))
+def test_pem_with_more_than_one_block_is_refused(ring: forge.KeyRing, form: str) -> None:
+    _refused(lambda: Key.pem(MULTI_BLOCK[form](ring), "ES256"), "invalid-key")
+
+
+def test_pem_certificates_of_one_key_are_accepted(ring: forge.KeyRing) -> None:
+    pem = forge.certificate_pem(ring.p256) + forge.certificate_pem(ring.p256, "renewed")
+    verifier = JWTVerifier(keys=[Key.pem(pem, "ES256")], cache_size=0)
+    accept(verifier, mint(ring, "ES256", {"alg": "ES256"}))
+
+
+def test_pem_certificate_request_is_refused(ring: forge.KeyRing) -> None:
+    from cryptography import x509  # noqa: PLC0415
+    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")]))
+        .sign(ring.p256, hashes.SHA256())
+    )
+    error = _refused(
+        lambda: Key.pem(request.public_bytes(serialization.Encoding.PEM), "ES256"), "invalid-key"
+    )
+    assert "signing request" in str(error)
+
+
 def test_encrypted_private_key_pem_is_refused(ring: forge.KeyRing) -> None:
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
 
