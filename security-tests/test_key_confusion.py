@@ -343,16 +343,19 @@ ISSUE10_FORMS: dict[str, Callable[[forge.KeyRing], bytes | str]] = {
     "hex-der-spki-upper-colons": lambda r: ":".join(
         f"{b:02X}" for b in forge.spki_der(r.p256.public_key())
     ),
-    "openssh-authorized-keys-with-options": lambda r: b'from="10.0.0.0/8",no-pty '
-    + forge.openssh(r.rsa.public_key())
-    + b" ops@bastion",
-    "openssh-known-hosts": lambda r: b"git.example.com,10.0.0.1 "
-    + forge.openssh(r.p256.public_key()),
+    "openssh-authorized-keys-with-options": lambda r: (
+        b'from="10.0.0.0/8",no-pty ' + forge.openssh(r.rsa.public_key()) + b" ops@bastion"
+    ),
+    "openssh-known-hosts": lambda r: (
+        b"git.example.com,10.0.0.1 " + forge.openssh(r.p256.public_key())
+    ),
     "openssh-blob-alone": lambda r: forge.openssh(r.ed25519.public_key()).split()[1],
     "openssh-certificate": _ssh_certificate,
-    "rfc4716-ssh2-block": lambda r: b"---- BEGIN SSH2 PUBLIC KEY ----\n"
-    + forge.openssh(r.rsa.public_key()).split()[1]
-    + b"\n---- END SSH2 PUBLIC KEY ----\n",
+    "rfc4716-ssh2-block": lambda r: (
+        b"---- BEGIN SSH2 PUBLIC KEY ----\n"
+        + forge.openssh(r.rsa.public_key()).split()[1]
+        + b"\n---- END SSH2 PUBLIC KEY ----\n"
+    ),
     "raw-ec-point": _ec_point,
     "raw-ec-point-x-y": lambda r: _ec_point(r)[1:],
     "raw-ec-point-base64url": lambda r: forge.b64url(_ec_point(r)),

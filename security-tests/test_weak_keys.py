@@ -216,18 +216,25 @@ def test_private_key_pem_is_refused(ring: forge.KeyRing, which: str) -> None:
 # key" built without a word. Several blocks are accepted only as certificates of
 # the same key; anything else is refused.
 MULTI_BLOCK = {
-    "public-then-private": lambda r: forge.spki_pem(r.p256.public_key())
-    + forge.private_pem(r.p256),
-    "private-then-public": lambda r: forge.private_pem(r.p256)
-    + forge.spki_pem(r.p256.public_key()),
-    "two-public-keys": lambda r: forge.spki_pem(r.p256.public_key())
-    + forge.spki_pem(r.other_p256.public_key()),
-    "key-then-certificate": lambda r: forge.spki_pem(r.p256.public_key())
-    + forge.certificate_pem(r.p256),
-    "chain-of-two-keys": lambda r: forge.certificate_pem(r.p256)
-    + forge.certificate_pem(r.other_p256),
-    "public-then-broken-block": lambda r: forge.spki_pem(r.p256.public_key())
-    + b"-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----\n",
+    "public-then-private": lambda r: (
+        forge.spki_pem(r.p256.public_key()) + forge.private_pem(r.p256)
+    ),
+    "private-then-public": lambda r: (
+        forge.private_pem(r.p256) + forge.spki_pem(r.p256.public_key())
+    ),
+    "two-public-keys": lambda r: (
+        forge.spki_pem(r.p256.public_key()) + forge.spki_pem(r.other_p256.public_key())
+    ),
+    "key-then-certificate": lambda r: (
+        forge.spki_pem(r.p256.public_key()) + forge.certificate_pem(r.p256)
+    ),
+    "chain-of-two-keys": lambda r: (
+        forge.certificate_pem(r.p256) + forge.certificate_pem(r.other_p256)
+    ),
+    "public-then-broken-block": lambda r: (
+        forge.spki_pem(r.p256.public_key())
+        + b"-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----\n"
+    ),
 }
 
 
