@@ -18,8 +18,15 @@ Lanes, interleaved round by round (median of the per-call time over the rounds):
 Then a 12-thread flood of the replay store: unique and replayed proofs, with
 the outcome counts, the throughput and the store's size against its bound.
 
+Through uvicorn (one worker on 127.0.0.1, a separate process; the load is an
+asyncio HTTP/1.1 keep-alive client in this process, every DPoP request with
+its own pre-signed proof): ``/none`` (no auth), ``/bearer`` (``JWTBearer``,
+cache hit) and ``/dpop`` (``DPoPBearer``) per proof algorithm, requests per
+second and the ratio to ``/bearer``.
+
     .venv/bin/python bench/dpop_bench.py               # the table
     .venv/bin/python bench/dpop_bench.py --rounds 3    # quicker
+    .venv/bin/python bench/dpop_bench.py --no-server   # the core lanes only
 """
 
 from __future__ import annotations
@@ -278,6 +285,154 @@ def flood_proofs(threads: int = 12, unique: int = 1500) -> dict[str, Any]:
     }
 
 
+def build_app(public_pem: bytes) -> Any:
+    """The server: the same endpoint with no auth, bearer-only, and DPoP."""
+    from fastapi import Depends, FastAPI  # noqa: PLC0415
+
+    from grelmicro.jwt import Claims  # noqa: PLC0415
+    from grelmicro.jwt.fastapi import JWTBearer  # noqa: PLC0415
+    from grelmicro.jwt.fastapi_dpop import DPoPBearer  # noqa: PLC0415
+
+    verifier = JWTVerifier(
+        [Key.pem(public_pem, "RS256", kid="idp-1")],
+        audience=CLAIMS["aud"],
+        issuer=CLAIMS["iss"],
+        clock=lambda: NOW,
+    )
+    bearer = JWTBearer(verifier)
+    # One store big enough for every proof of the run, in one shard: the
+    # bench sends all of one algorithm's proofs with one client key.
+    dpop = DPoPBearer(
+        verifier,
+        DPoPVerifier("accepted", replay_store=ReplayStore(1 << 20, shards=1), clock=lambda: NOW),
+    )
+    app = FastAPI()
+    bearer.install(app)
+
+    @app.get("/none")
+    async def none() -> dict[str, str]:
+        return {"sub": "user-1"}
+
+    @app.get("/bearer")
+    async def with_bearer(claims: Claims = Depends(bearer)) -> dict[str, str]:  # noqa: B008
+        return {"sub": claims["sub"]}
+
+    @app.get("/dpop")
+    async def with_dpop(claims: Claims = Depends(dpop)) -> dict[str, str]:  # noqa: B008
+        return {"sub": claims["sub"]}
+
+    return app
+
+
+def serve(public_pem_path: str) -> None:
+    """Server process: bind 127.0.0.1:0, print the port, serve until terminated."""
+    import socket  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    app = build_app(Path(public_pem_path).read_bytes())
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle stalls
+    print(listener.getsockname()[1], flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+async def _send_all(port: int, requests: list[bytes], connections: int) -> float:
+    """Send every request (keep-alive, ``connections`` at once); the elapsed seconds."""
+    import asyncio  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    pending = iter(requests)
+    failures: list[bytes] = []
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for request in pending:
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                match = re.search(rb"content-length: *(\d+)", head, re.IGNORECASE)
+                await reader.readexactly(int(match.group(1)) if match else 0)
+                if not head.startswith(b"HTTP/1.1 200"):
+                    failures.append(head.split(b"\r\n", 1)[0])
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise AssertionError(f"{len(failures)} requests failed, first: {failures[0]!r}")
+    return elapsed
+
+
+def through_uvicorn(rounds: int, requests: int, connections: int) -> list[tuple[str, float]]:
+    """Requests per second per lane, median of interleaved rounds."""
+    import asyncio  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    issuer = private_key("RS256", kid="idp-1")
+    with tempfile.NamedTemporaryFile(suffix=".pem", delete=False) as handle:
+        handle.write(issuer.public_pem())
+        pem_path = handle.name
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", pem_path], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        host = f"127.0.0.1:{port}"
+        plain = issuer.mint(CLAIMS)
+
+        def request(path: str, authorization: str, proof: str | None = None) -> bytes:
+            extra = f"DPoP: {proof}\r\n" if proof else ""
+            return (
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: {authorization}\r\n{extra}\r\n"
+            ).encode()
+
+        lanes: dict[str, Any] = {
+            "/none": [request("/none", "Bearer x")] * requests,
+            "/bearer": [request("/bearer", f"Bearer {plain}")] * requests,
+        }
+        for alg in ALGORITHMS:
+            signer = ProofSigner(alg)
+            token = issuer.mint({**CLAIMS, "cnf": {"jkt": signer.jkt}})
+            print(f"  signing {(rounds + 1) * requests} {alg} proofs ...", file=sys.stderr)
+            proofs = [
+                request("/dpop", f"DPoP {token}", signer.proof("GET", f"http://{host}/dpop", token))
+                for _ in range((rounds + 1) * requests)
+            ]
+            lanes[f"/dpop {alg}"] = proofs
+        rates: dict[str, list[float]] = {name: [] for name in lanes}
+        order = list(lanes)
+
+        async def run() -> None:
+            for batch in lanes.values():  # warm-up: the first slice of each lane
+                await _send_all(port, batch[:requests], connections)
+            for index in range(rounds):
+                rotated = order[index % len(order) :] + order[: index % len(order)]
+                for name in rotated:
+                    batch = lanes[name]
+                    part = (
+                        batch[(index + 1) * requests : (index + 2) * requests]
+                        if name.startswith("/dpop")
+                        else batch
+                    )
+                    elapsed = await _send_all(port, part, connections)
+                    rates[name].append(len(part) / elapsed)
+
+        asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(10)
+        Path(pem_path).unlink()
+    return [(name, statistics.median(rates[name])) for name in lanes]
+
+
 def conditions() -> str:
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?", "?", "?")
     cpu = platform.processor() or platform.machine()
@@ -300,7 +455,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=400, help="calls per lane per round")
+    parser.add_argument(
+        "--requests", type=int, default=1500, help="HTTP requests per lane per round"
+    )
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--no-server", action="store_true", help="skip the uvicorn lanes")
+    parser.add_argument("--serve", metavar="PEM", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
+        return 0
     print(f"conditions: {conditions()}")
     results = bench(args.rounds, args.calls)
     by_name = {name: ns for name, _, ns in results}
@@ -327,6 +491,16 @@ def main() -> int:
     print(f"  saturated (bound 4,096):  {flood(4_096)}")
     print("12 threads presenting the same real ES256 proofs (each proof 12 times):")
     print(f"  {flood_proofs()}")
+    if not args.no_server:
+        print(
+            f"\nthrough uvicorn (1 worker, 127.0.0.1, {args.connections} keep-alive connections, "
+            f"{args.requests} requests per lane per round, median of {args.rounds} rounds):\n"
+        )
+        served = dict(through_uvicorn(args.rounds, args.requests, args.connections))
+        print("| endpoint | requests/s | vs /bearer |")
+        print("|---|---:|---:|")
+        for name, rate in served.items():
+            print(f"| {name} | {rate:,.0f} | {rate / served['/bearer']:.2f} |")
     print(f"\nconditions (end): {conditions()}")
     return 0
 
