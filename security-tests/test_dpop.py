@@ -21,6 +21,8 @@ from typing import Any
 import forge
 import pytest
 import support
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -39,6 +41,7 @@ URI = "https://api.example.com/items"
 ISSUER_SECRET = b"security-suite-dpop-issuer-secret-0001"
 
 RING = forge.KeyRing()
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
 
 
 def thumbprint(jwk: dict[str, Any]) -> str:
@@ -370,7 +373,29 @@ def test_hostile_proof_shapes_raise_only_our_errors():
         proof() + ".x.y",
         proof().replace(".", ". ", 1),
         "\u00e9.\u00e9.\u00e9",
+        "\ud800.\udc00.x",  # not Unicode: cannot even be read
+        b"\xff.\xfe.\xfd",
     ]
     for text in shapes:
         with pytest.raises(DPoPProofError):
             present(DPoPVerifier(), TOKEN, text)
+
+
+# -- properties ----------------------------------------------------------------------------
+
+GOOD = proof({}, {"jti": "property"})
+
+
+@given(index=st.integers(0, len(GOOD) - 1), replacement=st.sampled_from(ALPHABET))
+def test_any_changed_character_is_refused(index: int, replacement: str):
+    """RFC 7515 §5.2: every byte of header, payload and signature is covered."""
+    assume(GOOD[index] != replacement)
+    changed = GOOD[:index] + replacement + GOOD[index + 1 :]
+    with pytest.raises((DPoPProofError, DPoPBindingError)):
+        present(DPoPVerifier(), TOKEN, changed)
+
+
+@given(st.one_of(st.text(max_size=600), st.binary(max_size=600)))
+def test_arbitrary_input_raises_only_our_errors(data: str | bytes):
+    with pytest.raises(DPoPProofError):
+        present(DPoPVerifier(), TOKEN, data)  # type: ignore[arg-type]

@@ -370,8 +370,10 @@ class DPoPVerifier:
         except _core.CoreError as exc:
             refusal = _core.translate(exc)
             check = (exc.context or {}).get("check")
-            if isinstance(refusal, (DPoPProofError, DPoPBindingError)):
-                refusal.check = check if isinstance(check, str) else None
+            if not isinstance(refusal, (DPoPProofError, DPoPBindingError)):
+                # The proof could not even be read (text that is not Unicode).
+                refusal, check = DPoPProofError(f"DPoP proof: {refusal}"), "structure"
+            refusal.check = check if isinstance(check, str) else None
             raise refusal from None
         except (TypeError, OverflowError):
             error = DPoPProofError("the time to check the proof against is not a number")

@@ -282,6 +282,7 @@ BROKEN: list[tuple[str, str, type[Exception], str]] = [
     ("key-not-bound", OTHER.proof(access_token=TOKEN), DPoPBindingError, "jkt"),
     ("not-a-jws", "not-a-proof", DPoPProofError, "structure"),
     ("jwe", "a.b.c.d.e", DPoPProofError, "structure"),
+    ("lone-surrogate", "\ud800.x.y", DPoPProofError, "structure"),
 ]
 
 
