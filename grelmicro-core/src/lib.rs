@@ -18,11 +18,13 @@
 //! - [`verifier`]: the pieces put together
 //! - [`peek`]: the unverified issuer of a token, to route it among issuers
 //! - [`digest`]: SHA-256 for the cache key
+//! - [`cache`]: the verified-token cache, shared by every thread
 //! - [`dpop`]: DPoP proofs (RFC 9449), the sender constraint on a token
 //! - [`error`]: one error type with stable kinds
 //! - `python` (feature `python`): all pyo3 glue
 
 pub mod algorithm;
+pub mod cache;
 pub mod claims;
 mod der;
 pub mod digest;

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
 
 use crate::algorithm::{Algorithm, Family};
+use crate::cache::Cache;
 use crate::error::{Detail, Error, ErrorKind};
 use crate::json::{self, Builder};
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
@@ -763,6 +764,110 @@ fn normalize_htu(uri: &str) -> Option<String> {
     dpop::normalize_htu(uri)
 }
 
+/// The verified-token cache (`cache.rs`), keyed by the token's SHA-256
+/// digest or by the token itself: `get` is the whole cache hit, one call.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "TokenCache")]
+pub struct PyTokenCache {
+    inner: Cache<Py<PyAny>>,
+    digest_key: bool,
+    max_token_size: usize,
+}
+
+impl PyTokenCache {
+    /// Runs `f` on the cache key of `token`, after the verifier's size cap.
+    fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        if bytes.len() > self.max_token_size {
+            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+        }
+        Ok(if self.digest_key {
+            f(&digest::sha256(bytes))
+        } else {
+            f(bytes)
+        })
+    }
+}
+
+#[pymethods]
+impl PyTokenCache {
+    #[new]
+    #[pyo3(signature = (max_size, *, digest_key, max_token_size))]
+    fn new(max_size: usize, digest_key: bool, max_token_size: usize) -> Self {
+        PyTokenCache {
+            inner: Cache::new(max_size),
+            digest_key,
+            max_token_size,
+        }
+    }
+
+    /// The value stored for `token` if `stored_at <= now < deadline`, else
+    /// None. A token that is not str/bytes or is over the size cap raises.
+    fn get(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+        now: f64,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        self.with_key(token, |key| self.inner.get(key, now, |v| v.clone_ref(py)))
+    }
+
+    /// Remembers `value` for `token` until `deadline` (never if it has passed).
+    fn store(
+        &self,
+        token: &Bound<'_, PyAny>,
+        value: Py<PyAny>,
+        deadline: f64,
+        now: f64,
+    ) -> PyResult<()> {
+        // What left the cache is dropped here, after the lock is released.
+        drop(self.with_key(token, |key| self.inner.insert(key, value, deadline, now))?);
+        Ok(())
+    }
+
+    /// Drops every entry.
+    fn clear(&self) {
+        drop(self.inner.clear());
+    }
+
+    /// For tests: `(deadline, value, stored_at)` stored for `token`, or None.
+    fn _entry(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(f64, Py<PyAny>, f64)>> {
+        self.with_key(token, |key| {
+            self.inner.entry(key, |v, deadline, stored_at| {
+                (deadline, v.clone_ref(py), stored_at)
+            })
+        })
+    }
+
+    /// For tests: the stored keys (digests, or token bytes), oldest first.
+    fn _keys<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner
+            .keys()
+            .iter()
+            .map(|k| PyBytes::new(py, k))
+            .collect()
+    }
+
+    /// Length of the insertion order (bounded like the entries).
+    #[getter]
+    fn order_length(&self) -> usize {
+        self.inner.order_len()
+    }
+
+    /// The bound on the number of entries.
+    #[getter]
+    fn max_size(&self) -> usize {
+        self.inner.max_size()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
 #[pymodule(gil_used = false)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -781,6 +886,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_payload, m)?)?;
     m.add_function(wrap_pyfunction!(_cache_key, m)?)?;
+    m.add_class::<PyTokenCache>()?;
     m.add_function(wrap_pyfunction!(unverified_issuer, m)?)?;
     m.add_class::<PyProofVerifier>()?;
     m.add_function(wrap_pyfunction!(jwk_thumbprint, m)?)?;

@@ -1,62 +1,69 @@
 """The verified-token cache.
 
-A plain ``dict`` maps a key (the SHA-256 digest of the token by default, or
-the token itself) to ``(deadline, claims, stored_at)``, and a ``deque``
-remembers the insertion order. A hit is one ``dict.get`` and one chained
-compare (``stored_at <= now < deadline``: a clock that goes back, or a
-``now=`` from the past, misses and lets the core decide): no lock, no write,
-no bookkeeping. Stores take a lock (they follow a full
-verification, which costs far more) and evict oldest-first, draining entries
-whose deadline has passed before evicting live ones. Nothing ever iterates
-the dict, so its size never costs a request anything.
+The table lives in the core (``TokenCache``): a map from the cache key (the
+SHA-256 digest of the token by default, or the token itself) to the verified
+claims, with a deadline per entry and a first-in first-out order. A hit is
+one call, ``get(token, now)``: the core computes the key, reads the entry
+under a read lock that hits share (a hit never waits for another hit) and
+returns the claims while ``stored_at <= now < deadline`` (a clock that goes
+back, or a ``now=`` from the past, misses and lets the core decide). Stores
+evict oldest-first, draining entries whose deadline has passed before
+evicting live ones. Nothing ever walks the table.
+
+Why not a ``dict``: on free-threaded CPython 3.13 a ``dict`` lookup from a
+thread other than the one that stored the key falls back to the dict's lock
+on every call (~20 µs with ``dict.get``); see ``docs/design-notes.md``.
 
 The deadline is the earliest of the token's ``exp``, insertion plus the
 TTL and, under a ``max_age`` policy, ``iat + max_age``: a cached token is
 never served past a moment the core would refuse it. Tokens without ``exp``
-and rejected tokens are never stored. Key
-rotation replaces the whole cache.
+and rejected tokens are never stored. Key rotation replaces the whole cache
+unless only keys were added.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from typing import Any
 
-__all__ = ["TokenCache"]
+from grelmicro.jwt import _core
 
-#: Expired entries drained from the front per store, at most.
-_DRAIN = 8
+__all__ = ["TokenCache"]
 
 
 class TokenCache:
     """A bounded map of verified tokens to their claims."""
 
-    __slots__ = ("_entries", "_lock", "_max_age", "_order", "_ttl", "max_size")
+    __slots__ = ("_max_age", "_table", "_ttl", "get", "max_size")
 
-    def __init__(self, max_size: int, ttl: float, max_age: float | None = None) -> None:
+    def __init__(
+        self,
+        max_size: int,
+        ttl: float,
+        max_age: float | None = None,
+        *,
+        key: str = "digest",
+        max_token_size: int = 8192,
+    ) -> None:
         self.max_size = max_size
         self._ttl = ttl
         self._max_age = max_age
-        self._entries: dict[Any, tuple[float, Any, float]] = {}
-        self._order: deque[Any] = deque()
-        self._lock = threading.Lock()
-
-    @property
-    def entries(self) -> dict[Any, tuple[float, Any, float]]:
-        """The underlying dict (read it, never write it: the hot path does)."""
-        return self._entries
+        self._table = _core.TokenCache(
+            max_size, digest_key=key == "digest", max_token_size=max_token_size
+        )
+        #: ``get(token, now) -> claims | None``: the whole cache hit, one core call.
+        #: Raises ``CoreError`` for a token over the size cap or not str/bytes.
+        self.get = self._table.get
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._table)
 
     @property
     def order_length(self) -> int:
-        """Length of the insertion-order deque (bounded like the dict)."""
-        return len(self._order)
+        """Length of the insertion order (bounded like the entries)."""
+        return self._table.order_length
 
-    def store(self, key: Any, claims: Any, payload: dict[str, Any], now: float) -> None:
-        """Remember verified ``claims`` (of ``payload``) under ``key`` until their deadline."""
+    def store(self, token: str | bytes, claims: Any, payload: dict[str, Any], now: float) -> None:
+        """Remember verified ``claims`` (of ``payload``) for ``token`` until their deadline."""
         exp = payload.get("exp")
         if type(exp) is not int and type(exp) is not float:
             return  # no exp: never cached
@@ -69,30 +76,9 @@ class TokenCache:
                 return
             if iat + self._max_age < deadline:
                 deadline = float(iat + self._max_age)
-        if deadline <= now:
-            return
-        entries = self._entries
-        order = self._order
-        with self._lock:
-            for _ in range(_DRAIN):
-                if not order:
-                    break
-                entry = entries.get(order[0])
-                if entry is not None and entry[0] > now:
-                    break
-                entries.pop(order.popleft(), None)
-            while len(order) >= self.max_size:
-                entries.pop(order.popleft(), None)
-            if key in entries:
-                # Re-verified after its entry was drained by a racing store:
-                # refresh the value, keep one slot in the order.
-                entries[key] = (deadline, claims, now)
-                return
-            entries[key] = (deadline, claims, now)
-            order.append(key)
+        if deadline > now:
+            self._table.store(token, claims, deadline, now)
 
     def clear(self) -> None:
         """Drop every entry."""
-        with self._lock:
-            self._entries.clear()
-            self._order.clear()
+        self._table.clear()

@@ -34,6 +34,7 @@ try:
         unverified_issuer,
     )
     from grelmicro_core._core import _cache_key as cache_key
+    from grelmicro_core._core import TokenCache
 except ImportError as exc:  # pragma: no cover - exercised by hand only
     msg = (
         "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
@@ -49,6 +50,7 @@ __all__ = [
     "KeySet",
     "Policy",
     "ProofVerifier",
+    "TokenCache",
     "Verifier",
     "__version__",
     "algorithms",

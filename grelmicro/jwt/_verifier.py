@@ -2,8 +2,11 @@
 
 The whole verification of a token is one call into the core. Around it, the
 verifier adds the cache and the error translation. Settings are applied
-when the verifier is built: ``verify`` is a function assembled for exactly
-this configuration, so a request pays for no decision it does not need.
+when the verifier is built: ``verify`` calls two functions assembled for
+exactly this configuration (a cache hit or the whole check, then the miss
+path), so a request pays for no decision it does not need. They are read
+from the verifier on every call, so any reference to ``verify`` follows
+:meth:`JWTVerifier.rotate`.
 """
 
 from __future__ import annotations
@@ -31,9 +34,7 @@ from grelmicro.jwt.errors import (
     ConfigurationError,
     JWTError,
     KeysUnavailableError,
-    MalformedTokenError,
     TokenRejectedError,
-    TokenTooLargeError,
     UnknownKeyError,
 )
 
@@ -79,10 +80,6 @@ class CacheInfo:
     max_size: int
 
 
-def _not_a_token() -> MalformedTokenError:
-    return MalformedTokenError("token must be str or bytes")
-
-
 def _report(error: TokenRejectedError, hook: RejectHook | None) -> None:
     if hook is not None:
         try:
@@ -92,127 +89,88 @@ def _report(error: TokenRejectedError, hook: RejectHook | None) -> None:
     logger.debug("token rejected: %s", error.reason)
 
 
-def _build_verify(  # noqa: PLR0917, PLR0915
-    core: _core.Verifier,
+def _rejected(exc: _core.CoreError, hook: RejectHook | None) -> TokenRejectedError:
+    error = _core.translate(exc)
+    assert isinstance(error, TokenRejectedError)  # noqa: S101 - core invariant
+    return _reported(error, hook)
+
+
+def _reported(error: TokenRejectedError, hook: RejectHook | None) -> TokenRejectedError:
+    _report(error, hook)
+    return error
+
+
+def _usable_time(now: object) -> bool:
+    """Whether ``now`` is a time the core takes (a bad one raises TypeError/OverflowError)."""
+    if isinstance(now, bool) or not isinstance(now, (int, float)):
+        return False
+    try:
+        float(now)
+    except OverflowError:
+        return False
+    return True
+
+
+#: ``lookup(token, now) -> Claims | None``: the fast attempt (a cache hit, or
+#: the whole verification when there is no cache); raises ``CoreError``.
+Lookup = Callable[[str | bytes, float], Claims | None]
+#: ``miss(token, now) -> Claims``: verify in the core, remember, translate errors.
+Miss = Callable[[str | bytes, float], Claims]
+
+
+def _build_paths(
+    engine: _core.Verifier,
     cache: TokenCache | None,
-    cache_key: str,
-    clock: Clock,
-    max_size: int,
     hook: RejectHook | None,
     counters: list[int] | None,
-) -> VerifyFunction:
-    """Assemble the verify function for one configuration."""
-    core_verify = core.verify
-    core_error = _core.CoreError
-    translate = _core.translate
-    cache_key_of = _core.cache_key
+) -> tuple[Lookup, Miss]:
+    """The two paths of ``verify`` for one engine, cache and configuration.
 
-    def rejected(exc: _core.CoreError) -> TokenRejectedError:
-        error = translate(exc)
-        assert isinstance(error, TokenRejectedError)  # noqa: S101 - core invariant
-        _report(error, hook)
-        return error
-
+    Per-engine values are bound as defaults, not closure cells: on
+    free-threaded CPython 3.13 every read of a closure cell takes the cell's
+    lock, which threads sharing a verifier then contend on (default values
+    are plain references copied into the frame).
+    """
     if cache is None:
 
-        def verify_uncached(token: str | bytes, /, *, now: float | None = None) -> Claims:
-            if now is None:
-                now = clock()
-            try:
-                return Claims(core_verify(token, now))
-            except core_error as exc:
-                # Raised straight from the handler, never through a local:
-                # a local would tie error -> traceback -> frame -> error into
-                # a reference cycle left for the garbage collector.
-                raise rejected(exc) from None
+        def verify_uncached(
+            token: str | bytes, now: float, /, core_verify: Any = engine.verify
+        ) -> Claims:
+            return Claims(core_verify(token, now))
 
-        return verify_uncached
+        return verify_uncached, verify_uncached  # never misses
 
-    get = cache.entries.get
-    store = cache.store
-
-    def miss(key: str | bytes, token: str | bytes, now: float) -> Claims:
+    def miss(
+        token: str | bytes,
+        now: float,
+        /,
+        core_verify: Any = engine.verify,
+        store: Any = cache.store,
+        core_error: Any = _core.CoreError,
+    ) -> Claims:
         """The slow path: verify in the core, then remember the claims."""
         try:
             data = core_verify(token, now)
         except core_error as exc:
-            raise rejected(exc) from None
+            # Raised straight from the handler, never through a local: a
+            # local would tie error -> traceback -> frame -> error into a
+            # reference cycle left for the garbage collector.
+            raise _rejected(exc, hook) from None
         claims = Claims(data)
-        store(key, claims, data, now)
+        store(token, claims, data, now)
         return claims
 
-    def guard(token: object) -> TokenRejectedError:
-        error: TokenRejectedError
-        if isinstance(token, (str, bytes)):
-            error = TokenTooLargeError(f"token is {len(token)} bytes, over the limit of {max_size}")
-        else:
-            error = _not_a_token()
-        _report(error, hook)
-        return error
+    if counters is None:
+        return cache.get, miss
 
-    if counters is not None:
+    def counted(
+        token: str | bytes, now: float, /, get: Any = cache.get, counts: Any = counters
+    ) -> Claims | None:
+        claims: Claims | None = get(token, now)
+        counts[claims is None] += 1  # [hits, misses], approximate under threads
+        return claims
 
-        def verify_counted(token: str | bytes, /, *, now: float | None = None) -> Claims:
-            if now is None:
-                now = clock()
-            key: str | bytes
-            try:
-                if cache_key == "digest":
-                    key = cache_key_of(token, max_size)
-                else:
-                    if len(token) > max_size:
-                        raise guard(token)
-                    key = token
-                entry = get(key)
-            except core_error as exc:
-                raise rejected(exc) from None
-            except TypeError:
-                raise guard(token) from None
-            if entry is not None and entry[2] <= now < entry[0]:
-                counters[0] += 1
-                claims: Claims = entry[1]
-                return claims
-            counters[1] += 1
-            return miss(key, token, now)
-
-        return verify_counted
-
-    if cache_key == "token":
-
-        def verify_token_key(token: str | bytes, /, *, now: float | None = None) -> Claims:
-            if now is None:
-                now = clock()
-            try:
-                entry = get(token)
-            except TypeError:
-                raise guard(token) from None
-            if entry is not None and entry[2] <= now < entry[0]:
-                hit: Claims = entry[1]
-                return hit
-            try:
-                too_long = len(token) > max_size
-            except TypeError:  # hashable but not a token: None, 3, 2.5, ...
-                raise guard(token) from None
-            if too_long:
-                raise guard(token)
-            return miss(token, token, now)
-
-        return verify_token_key
-
-    def verify_digest_key(token: str | bytes, /, *, now: float | None = None) -> Claims:
-        if now is None:
-            now = clock()
-        try:
-            key = cache_key_of(token, max_size)
-        except core_error as exc:
-            raise rejected(exc) from None
-        entry = get(key)
-        if entry is not None and entry[2] <= now < entry[0]:
-            hit: Claims = entry[1]
-            return hit
-        return miss(key, token, now)
-
-    return verify_digest_key
+    return counted, miss
 
 
 class JWTVerifier:
@@ -243,12 +201,13 @@ class JWTVerifier:
         "_counters",
         "_engine",
         "_hook",
+        "_keys",
+        "_lookup",
+        "_miss",
         "_router",
         "config",
-        "verify",
     )
 
-    verify: VerifyFunction
     config: JWTConfig
     _engine: _core.Verifier
     _cache: TokenCache | None
@@ -256,6 +215,9 @@ class JWTVerifier:
     _hook: RejectHook | None
     _counters: list[int] | None
     _router: KeyRouter | None
+    _lookup: Lookup
+    _miss: Miss
+    _keys: tuple[_core.Key, ...]
 
     def __init__(
         self,
@@ -356,6 +318,34 @@ class JWTVerifier:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JWTVerifier is immutable; use rotate() to change keys")
 
+    def verify(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
+        """Verify ``token`` and return its claims.
+
+        Safe from any number of threads. A reference taken once
+        (``check = verifier.verify``) follows :meth:`rotate` like the method.
+
+        Args:
+            token: the compact JWS, as ``str`` or ``bytes`` (a header value).
+            now: the time to check against, in seconds since the epoch;
+                defaults to the verifier's clock.
+
+        Raises:
+            TokenRejectedError: the token is refused (a subclass names why).
+        """
+        if now is None:
+            now = self._clock()
+        try:
+            claims = self._lookup(token, now)
+            if claims is None:
+                return self._miss(token, now)
+        except _core.CoreError as exc:
+            raise _rejected(exc, self._hook) from None
+        except (TypeError, OverflowError):
+            if _usable_time(now):
+                raise
+            raise _reported(_core.invalid_now(now), self._hook) from None
+        return claims
+
     @classmethod
     def from_env(
         cls,
@@ -424,34 +414,49 @@ class JWTVerifier:
         return cls(all_keys, jwks=jwks if jwks is not None else env_jwks, config=config, **options)
 
     def _install(self, key_set: _core.KeySet) -> None:
-        with _ROTATION:
-            self._install_locked(key_set)
+        """Install ``key_set``; thread-safe, callable from any thread.
 
-    def _install_locked(self, key_set: _core.KeySet) -> None:
+        Keys are compared by fingerprint and kid. The same keys change
+        nothing (same engine, same cache). Added keys build a new engine and
+        keep the cache when nothing cached can have changed meaning (see
+        :func:`_cache_survives`). Any removal starts a fresh cache, so no
+        result a removed key verified outlives it.
+        """
+        new_keys = tuple(key_set.keys)
+        with _ROTATION:
+            old_keys: tuple[_core.Key, ...] | None = getattr(self, "_keys", None)
+            if old_keys is not None and _identity(old_keys) == _identity(new_keys):
+                return
+            try:
+                core = _core.Verifier(key_set, self.config.policy())
+            except _core.CoreError as exc:
+                _core.raise_translated(exc)
+            keep = old_keys is not None and _cache_survives(old_keys, new_keys)
+            self._activate(core, self._cache if keep else None)
+            object.__setattr__(self, "_keys", new_keys)
+
+    def _activate(self, engine: _core.Verifier, cache: TokenCache | None) -> None:
+        """Point ``verify`` at ``engine`` and ``cache`` (a fresh one when None).
+
+        Requests read ``_lookup`` then ``_miss``; ``_miss`` is written first,
+        and each pairs one engine with one cache, so a result is only ever
+        stored in the cache of the engine that verified it. Call it holding
+        ``_ROTATION``.
+        """
         config = self.config
-        try:
-            core = _core.Verifier(key_set, config.policy())
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
-        cache = (
-            TokenCache(config.cache_size, config.cache_ttl, config.max_age)
-            if config.cache_size
-            else None
-        )
-        verify = _build_verify(
-            core,
-            cache,
-            config.cache_key,
-            self._clock,
-            config.max_token_size,
-            self._hook,
-            self._counters,
-        )
-        # verify is the one reference requests read: they see the old keys or
-        # the new, never a mix. The lock keeps concurrent rotations whole.
-        object.__setattr__(self, "_engine", core)
+        if cache is None and config.cache_size:
+            cache = TokenCache(
+                config.cache_size,
+                config.cache_ttl,
+                config.max_age,
+                key=config.cache_key,
+                max_token_size=config.max_token_size,
+            )
+        lookup, miss = _build_paths(engine, cache, self._hook, self._counters)
+        object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
-        object.__setattr__(self, "verify", verify)
+        object.__setattr__(self, "_miss", miss)
+        object.__setattr__(self, "_lookup", lookup)
 
     def rotate(
         self,
@@ -460,7 +465,11 @@ class JWTVerifier:
         jwks: Mapping[str, Any] | str | bytes | None = None,
         allow_symmetric: bool = False,
     ) -> None:
-        """Replace the keys (and start a fresh cache); the policy stays."""
+        """Replace the keys; the policy stays.
+
+        The cache is kept when keys were only added, and started afresh
+        when any key was removed (see ``_install``).
+        """
         if self._router is not None:
             raise ConfigurationError("this verifier's keys come from the network; rotate() is off")
         self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
@@ -470,26 +479,8 @@ class JWTVerifier:
     def _install_engine(self, router: KeyRouter) -> None:
         """Build ``verify`` around the key router, with a fresh cache."""
         with _ROTATION:
-            config = self.config
-            cache = (
-                TokenCache(config.cache_size, config.cache_ttl, config.max_age)
-                if config.cache_size
-                else None
-            )
             # The router quacks like a core verifier: verify(token, now), algorithms.
-            engine = cast("_core.Verifier", router)
-            verify = _build_verify(
-                engine,
-                cache,
-                config.cache_key,
-                self._clock,
-                config.max_token_size,
-                self._hook,
-                self._counters,
-            )
-            object.__setattr__(self, "_engine", engine)
-            object.__setattr__(self, "_cache", cache)
-            object.__setattr__(self, "verify", verify)
+            self._activate(cast("_core.Verifier", router), None)
 
     def _drop_cache(self) -> None:
         """A refresh withdrew a key: no cached result may outlive it."""
@@ -582,6 +573,30 @@ _KEY_ENV = (
     "PUBLIC_KEY_KID",
     "JWKS",
 )
+
+
+def _identity(keys: Sequence[_core.Key]) -> frozenset[tuple[str, str | None]]:
+    return frozenset((key.fingerprint, key.kid) for key in keys)
+
+
+def _cache_survives(old: Sequence[_core.Key], new: Sequence[_core.Key]) -> bool:
+    """Whether every result verified under ``old`` keys still holds under ``new``.
+
+    Not when a key was removed. Nor when an addition changes which key a
+    cached token selects: a kid-less key or a reused kid (a kid then names
+    two keys and becomes unusable), or a second key for an algorithm that had
+    exactly one (a token without kid, accepted when one key could verify it,
+    becomes ambiguous).
+    """
+    before, after = _identity(old), _identity(new)
+    if not before <= after:
+        return False
+    old_kids = {key.kid for key in old}
+    added = [key for key in new if (key.fingerprint, key.kid) not in before]
+    if None in old_kids or any(key.kid is None or key.kid in old_kids for key in added):
+        return False
+    algorithms = [key.algorithm for key in old]
+    return all(algorithms.count(key.algorithm) != 1 for key in added)
 
 
 def _check_flags(**flags: object) -> None:

@@ -1,7 +1,8 @@
 """The verified-token cache: deadlines, what is stored, eviction, keys, rotation.
 
-Time moves through ``now=``; the cache's dict and deque are inspected
-through the verifier's private ``_cache`` (the only way to see what it holds).
+Time moves through ``now=``; the cache's table (in the core) is inspected
+through the verifier's private ``_cache`` and the table's test-only
+``_entry``/``_keys`` (the only way to see what it holds).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import gc
 import hashlib
 import types
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from minting import NOW, SECRET, SigningKey, tamper
@@ -23,10 +23,8 @@ from grelmicro.jwt import (
     JWTVerifier,
     Key,
     TokenNotYetValidError,
-    TokenRejectedError,
     TokenTooOldError,
 )
-from grelmicro.jwt import _core as core_bridge
 from grelmicro.jwt._cache import TokenCache
 
 
@@ -37,9 +35,8 @@ def cache_of(verifier: JWTVerifier) -> TokenCache:
 
 
 def entry_for(verifier: JWTVerifier, token: str) -> tuple[float, Claims, float] | None:
-    cache = cache_of(verifier)
-    key: object = token if verifier.config.cache_key == "token" else sha256(token)
-    return cache.entries.get(key)
+    entry: tuple[float, Claims, float] | None = cache_of(verifier)._table._entry(token)
+    return entry
 
 
 def sha256(token: str | bytes) -> bytes:
@@ -250,11 +247,13 @@ def test_a_hit_does_not_refresh_the_order(cache_key: str, token: Callable[..., s
     first, second, third = (token(jti=f"t{i}") for i in range(3))
     verifier.verify(first, now=NOW)
     verifier.verify(second, now=NOW)
-    entries_before = dict(cache_of(verifier).entries)
+    keys_before = cache_of(verifier)._table._keys()
+    entries_before = [entry_for(verifier, text) for text in (first, second)]
 
-    verifier.verify(first, now=NOW + 1)  # hit
+    assert verifier.verify(first, now=NOW + 1) is entries_before[0][1]  # type: ignore[index]
 
-    assert cache_of(verifier).entries == entries_before
+    assert cache_of(verifier)._table._keys() == keys_before
+    assert [entry_for(verifier, text) for text in (first, second)] == entries_before
     verifier.verify(third, now=NOW + 1)
     assert entry_for(verifier, first) is None
     assert entry_for(verifier, second) is not None
@@ -290,46 +289,16 @@ def test_cache_size_one(token: Callable[..., str]):
     assert verifier.cache_info().hits == 0
 
 
-class NoIterationDict(dict):  # type: ignore[type-arg]
-    """A dict that fails the test if anything walks it."""
-
-    def __iter__(self) -> Any:
-        raise AssertionError("the cache iterated its dict")
-
-    def keys(self) -> Any:
-        raise AssertionError("the cache iterated its dict")
-
-    def values(self) -> Any:
-        raise AssertionError("the cache iterated its dict")
-
-    def items(self) -> Any:
-        raise AssertionError("the cache iterated its dict")
-
-
-def test_store_and_clear_never_iterate_the_dict():
-    cache = TokenCache(8, 300)
-    cache._entries = NoIterationDict()
-
-    for i in range(50):
-        cache.store(i, object(), {"exp": NOW + (5 if i % 2 else 500)}, NOW + i)
-    size = len(cache)
-    cache.clear()
-
-    assert 0 < size <= 8
-    assert len(cache) == 0
-    assert cache.order_length == 0
-
-
 # -- rotation ---------------------------------------------------------------------------------
 
 
-def test_rotate_replaces_the_cache(cache_key: str, token: Callable[..., str]):
+def test_rotate_to_other_keys_replaces_the_cache(cache_key: str, token: Callable[..., str]):
     verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key)
     text = token()
     verifier.verify(text, now=NOW)
     old_cache = cache_of(verifier)
 
-    verifier.rotate([Key.secret(SECRET)])
+    verifier.rotate([Key.secret(SECRET, kid="k2")])  # same secret, other kid: a removal
 
     assert cache_of(verifier) is not old_cache
     assert len(cache_of(verifier)) == 0
@@ -348,12 +317,13 @@ def test_digest_mode_keys_are_sha256_digests_never_the_token(token: Callable[...
         verifier.verify(text, now=NOW)
         verifier.verify(text.encode(), now=NOW)  # same digest, same entry
 
-    entries = cache_of(verifier).entries
-    assert set(entries) == {sha256(text) for text in tokens}
-    for key, (deadline, claims, _stored_at) in entries.items():
-        assert type(key) is bytes
-        assert len(key) == 32
-        assert isinstance(deadline, float)
+    keys = cache_of(verifier)._table._keys()
+    assert keys == [sha256(text) for text in tokens]  # one entry per token, str or bytes
+    for text in tokens:
+        entry = entry_for(verifier, text)
+        assert entry is not None
+        deadline, claims, stored_at = entry
+        assert (deadline, stored_at) == (NOW + 300, NOW)
         assert type(claims) is Claims
     held = strings_reachable_from(cache_of(verifier))
     for text in tokens:
@@ -366,50 +336,11 @@ def test_token_mode_keys_are_the_tokens_as_given(token: Callable[..., str]):
     verifier = JWTVerifier([Key.secret(SECRET)], cache_key="token")
     text = token()
 
-    verifier.verify(text, now=NOW)
-    verifier.verify(text.encode(), now=NOW)
+    first = verifier.verify(text, now=NOW)
+    second = verifier.verify(text.encode(), now=NOW)
 
-    assert set(cache_of(verifier).entries) == {text, text.encode()}
-    assert text in strings_reachable_from(cache_of(verifier))  # the walker does see tokens
-    assert "exp" in strings_reachable_from(cache_of(verifier))  # ... and into the claims
-
-
-class DigestCounter:
-    def __init__(self, digest: Callable[[str | bytes, int], bytes]) -> None:
-        self.digest = digest
-        self.calls = 0
-
-    def __call__(self, data: str | bytes, max_token_size: int) -> bytes:
-        self.calls += 1
-        return self.digest(data, max_token_size)
-
-
-@pytest.mark.parametrize(
-    ("settings", "expected_calls"),
-    [
-        pytest.param({"cache_size": 0}, 0, id="cache-off"),
-        pytest.param({"cache_key": "token"}, 0, id="token-key"),
-        pytest.param({"cache_key": "digest"}, 4, id="digest-key"),
-        pytest.param({"cache_key": "digest", "cache_stats": True}, 4, id="digest-key-counted"),
-    ],
-)
-def test_digest_computed_only_in_digest_mode(
-    settings: dict[str, Any],
-    expected_calls: int,
-    monkeypatch: pytest.MonkeyPatch,
-    token: Callable[..., str],
-):
-    counter = DigestCounter(core_bridge.cache_key)
-    monkeypatch.setattr(core_bridge, "cache_key", counter)
-    verifier = JWTVerifier([Key.secret(SECRET)], **settings)
-    text = token()
-
-    for _ in range(3):
-        verifier.verify(text, now=NOW)
-    with pytest.raises(TokenRejectedError):
-        verifier.verify(token(exp=NOW - 1), now=NOW)
-
-    assert counter.calls == expected_calls
+    assert cache_of(verifier)._table._keys() == [text.encode()]  # the token's bytes
+    assert second is first  # str and bytes forms of a token share one entry
 
 
 def test_cache_size_zero_holds_nothing(token: Callable[..., str]):

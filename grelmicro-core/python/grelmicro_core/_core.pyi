@@ -10,6 +10,7 @@ __all__ = [
     "KeySet",
     "Policy",
     "ProofVerifier",
+    "TokenCache",
     "Verifier",
     "__version__",
     "_cache_key",
@@ -116,6 +117,29 @@ class Verifier:
     @property
     def algorithms(self) -> list[str]:
         """Algorithms this verifier accepts."""
+
+@final
+class TokenCache:
+    """The verified-token cache, keyed by the token's SHA-256 digest or the token itself."""
+
+    def __new__(cls, max_size: int, *, digest_key: bool, max_token_size: int) -> TokenCache: ...
+    def get(self, token: str | bytes, now: float) -> Any:
+        """The value stored for ``token`` if ``stored_at <= now < deadline``, else None."""
+    def store(self, token: str | bytes, value: Any, deadline: float, now: float) -> None:
+        """Remembers ``value`` for ``token`` until ``deadline`` (never if it has passed)."""
+    def clear(self) -> None:
+        """Drops every entry."""
+    def _entry(self, token: str | bytes) -> tuple[float, Any, float] | None:
+        """For tests: ``(deadline, value, stored_at)`` stored for ``token``, or None."""
+    def _keys(self) -> list[bytes]:
+        """For tests: the stored keys (digests, or token bytes), oldest first."""
+    @property
+    def order_length(self) -> int:
+        """Length of the insertion order (bounded like the entries)."""
+    @property
+    def max_size(self) -> int:
+        """The bound on the number of entries."""
+    def __len__(self) -> int: ...
 
 @final
 class ProofVerifier:

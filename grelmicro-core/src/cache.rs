@@ -1,0 +1,260 @@
+//! The verified-token cache: a bounded map from a token's cache key (its
+//! SHA-256 digest, or the token itself) to the value verified for it.
+//!
+//! Why it lives here and not in a Python `dict`: on free-threaded CPython
+//! 3.13, a `dict` lookup from a thread other than the one that created the
+//! stored key cannot take its lock-free path (the key's shared reference
+//! count is zero, so the lookup falls back to the dict's lock, and
+//! `dict.get` already holds that lock: ~20 µs a call). A table of bytes keyed
+//! in Rust has no per-object ownership, so every thread reads it the same
+//! way. See `docs/design-notes.md`, "Cache hits from pool threads".
+//!
+//! Reads take the table's read lock, which readers share: a hit never waits
+//! for another hit, only for a store in progress (a few map operations, no
+//! Python code). Stores evict first-in first-out, draining entries whose
+//! deadline has passed before evicting live ones; nothing ever walks the
+//! table. A value is served only while `stored_at <= now < deadline`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Expired entries drained from the front per store, at most.
+const DRAIN: usize = 8;
+
+struct Entry<V> {
+    value: V,
+    deadline: f64,
+    stored_at: f64,
+}
+
+struct Table<V> {
+    map: HashMap<Box<[u8]>, Entry<V>>,
+    order: VecDeque<Box<[u8]>>,
+}
+
+/// A bounded, thread-safe map of cache keys to verified values.
+pub struct Cache<V> {
+    table: RwLock<Table<V>>,
+    max_size: usize,
+}
+
+impl<V> Cache<V> {
+    /// An empty cache holding at most `max_size` entries (at least one).
+    pub fn new(max_size: usize) -> Self {
+        Cache {
+            table: RwLock::new(Table {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+            }),
+            max_size: max_size.max(1),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Table<V>> {
+        // Nothing panics while holding the lock; if something ever did, the
+        // table is still consistent at every step, so keep using it.
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Table<V>> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The value stored under `key` if it is valid at `now`, passed through
+    /// `read` (which must be quick: it runs under the read lock).
+    pub fn get<R>(&self, key: &[u8], now: f64, read: impl FnOnce(&V) -> R) -> Option<R> {
+        let table = self.read();
+        let entry = table.map.get(key)?;
+        if entry.stored_at <= now && now < entry.deadline {
+            Some(read(&entry.value))
+        } else {
+            None
+        }
+    }
+
+    /// Stores `value` under `key` until `deadline`. Returns the values that
+    /// left the cache (evicted, replaced, or `value` itself when its deadline
+    /// has already passed), for the caller to drop after the lock is released.
+    pub fn insert(&self, key: &[u8], value: V, deadline: f64, now: f64) -> Vec<V> {
+        let mut gone = Vec::new();
+        if deadline.is_nan() || deadline <= now {
+            gone.push(value);
+            return gone;
+        }
+        let mut table = self.write();
+        let Table { map, order } = &mut *table;
+        for _ in 0..DRAIN {
+            let Some(front) = order.front() else { break };
+            if map.get(front).is_some_and(|e| e.deadline > now) {
+                break;
+            }
+            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
+                gone.push(old.value);
+            }
+        }
+        while order.len() >= self.max_size {
+            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
+                gone.push(old.value);
+            }
+        }
+        let entry = Entry {
+            value,
+            deadline,
+            stored_at: now,
+        };
+        if let Some(slot) = map.get_mut(key) {
+            // Stored again after its entry was drained from the order by a
+            // racing store: refresh it in place, keep its one order slot.
+            gone.push(std::mem::replace(slot, entry).value);
+        } else {
+            let key: Box<[u8]> = key.into();
+            order.push_back(key.clone());
+            map.insert(key, entry);
+        }
+        gone
+    }
+
+    /// For inspection (tests, diagnostics): `read(value, deadline, stored_at)`
+    /// of the entry under `key`, whatever the time.
+    pub fn entry<R>(&self, key: &[u8], read: impl FnOnce(&V, f64, f64) -> R) -> Option<R> {
+        let table = self.read();
+        let entry = table.map.get(key)?;
+        Some(read(&entry.value, entry.deadline, entry.stored_at))
+    }
+
+    /// For inspection: the stored keys, oldest first.
+    pub fn keys(&self) -> Vec<Box<[u8]>> {
+        let table = self.read();
+        table
+            .order
+            .iter()
+            .filter(|k| table.map.contains_key(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// Removes every entry; returns the values for the caller to drop.
+    pub fn clear(&self) -> Vec<V> {
+        let mut table = self.write();
+        table.order.clear();
+        table.map.drain().map(|(_, e)| e.value).collect()
+    }
+
+    /// Entries stored.
+    pub fn len(&self) -> usize {
+        self.read().map.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Length of the insertion order (bounded like the map).
+    pub fn order_len(&self) -> usize {
+        self.read().order.len()
+    }
+
+    /// The bound on the number of entries.
+    pub fn max_size(&self) -> usize {
+        self.max_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cache;
+    use std::sync::Arc;
+
+    #[test]
+    fn hit_only_inside_the_window() {
+        let cache = Cache::new(4);
+        assert!(cache.insert(b"k", 7, 20.0, 10.0).is_empty());
+        assert_eq!(cache.get(b"k", 10.0, |v| *v), Some(7));
+        assert_eq!(cache.get(b"k", 19.9, |v| *v), Some(7));
+        assert_eq!(cache.get(b"k", 20.0, |v| *v), None, "deadline is exclusive");
+        assert_eq!(
+            cache.get(b"k", 9.0, |v| *v),
+            None,
+            "a clock gone back misses"
+        );
+        assert_eq!(cache.get(b"other", 10.0, |v| *v), None);
+    }
+
+    #[test]
+    fn past_deadline_is_never_stored() {
+        let cache = Cache::new(4);
+        assert_eq!(cache.insert(b"k", 1, 10.0, 10.0), vec![1]);
+        assert_eq!(cache.insert(b"k", 2, f64::NAN, 10.0), vec![2]);
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn fifo_eviction_keeps_the_bound() {
+        let cache = Cache::new(3);
+        for i in 0..10u8 {
+            cache.insert(&[i], i, 100.0, 1.0);
+            assert!(cache.len() <= 3 && cache.order_len() <= 3);
+        }
+        assert_eq!(cache.get(&[6], 2.0, |v| *v), None);
+        assert_eq!(cache.get(&[7], 2.0, |v| *v), Some(7));
+        assert_eq!(cache.get(&[9], 2.0, |v| *v), Some(9));
+    }
+
+    #[test]
+    fn expired_entries_go_first() {
+        let cache = Cache::new(3);
+        cache.insert(b"old", 1, 5.0, 1.0);
+        cache.insert(b"live", 2, 100.0, 1.0);
+        // At 6.0 "old" has expired: the next store drains it, "live" stays.
+        assert_eq!(cache.insert(b"new", 3, 100.0, 6.0), vec![1]);
+        assert_eq!(cache.get(b"live", 6.0, |v| *v), Some(2));
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn storing_again_replaces_in_place() {
+        let cache = Cache::new(3);
+        cache.insert(b"k", 1, 50.0, 1.0);
+        assert_eq!(cache.insert(b"k", 2, 60.0, 2.0), vec![1]);
+        assert_eq!(cache.get(b"k", 55.0, |v| *v), Some(2));
+        assert_eq!((cache.len(), cache.order_len()), (1, 1));
+    }
+
+    #[test]
+    fn clear_returns_everything() {
+        let cache = Cache::new(3);
+        cache.insert(b"a", 1, 50.0, 1.0);
+        cache.insert(b"b", 2, 50.0, 1.0);
+        let mut gone = cache.clear();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![1, 2]);
+        assert!(cache.is_empty() && cache.order_len() == 0);
+    }
+
+    #[test]
+    fn many_threads_never_see_another_keys_value() {
+        let cache = Arc::new(Cache::new(64));
+        let workers: Vec<_> = (0..12u32)
+            .map(|t| {
+                let cache = Arc::clone(&cache);
+                std::thread::spawn(move || {
+                    for i in 0..5_000u32 {
+                        let id = (t * 7 + i) % 200;
+                        let key = id.to_le_bytes();
+                        if let Some(v) = cache.get(&key, 1.0, |v| *v) {
+                            assert_eq!(v, id);
+                        } else {
+                            cache.insert(&key, id, 100.0, 1.0);
+                        }
+                        assert!(cache.order_len() <= 64);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert!(cache.len() <= 64);
+    }
+}

@@ -1,0 +1,221 @@
+"""Key installation: references to ``verify`` follow rotation; what the cache keeps.
+
+``_install(key_set)`` compares keys by fingerprint and kid: the same keys
+change nothing, added keys keep the cache when no cached answer can change,
+a removal drops every cached result.
+"""
+
+from __future__ import annotations
+
+import pydoc
+import threading
+
+import pytest
+from minting import NOW, SigningKey, hmac_key
+
+from grelmicro.jwt import (
+    InvalidSignatureError,
+    JWTVerifier,
+    Key,
+    TokenRejectedError,
+    UnknownKeyError,
+)
+from grelmicro.jwt import _core as core_bridge
+
+OLD = hmac_key(kid="old", secret=b"old-secret-of-a-sufficient-length-0123456789")
+NEW = hmac_key(kid="new", secret=b"new-secret-of-a-sufficient-length-0123456789")
+
+
+def key_of(signer: SigningKey) -> Key:
+    return Key.secret(signer.material, signer.algorithm, kid=signer.kid)  # type: ignore[arg-type]
+
+
+def key_set(*signers: SigningKey) -> core_bridge.KeySet:
+    return core_bridge.KeySet([key_of(s)._inner for s in signers])
+
+
+def reason(verify: object, token: str) -> str | None:
+    try:
+        verify(token, now=NOW)  # type: ignore[operator]
+    except TokenRejectedError as exc:
+        return exc.reason
+    return None
+
+
+# -- a reference to verify follows rotation --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"cache_size": 0}, {"cache_key": "token"}, {"cache_stats": True}],
+    ids=["digest-key", "cache-off", "token-key", "counted"],
+)
+def test_a_reference_taken_before_rotate_follows_it(settings: dict[str, object]):
+    verifier = JWTVerifier([key_of(OLD)], **settings)  # type: ignore[arg-type]
+    check = verifier.verify  # taken once, as a framework dependency would
+    old_token = OLD.mint({"exp": NOW + 60})
+    check(old_token, now=NOW)
+
+    verifier.rotate([key_of(NEW)])
+
+    assert reason(check, old_token) == "unknown-key"  # not served from the old cache
+    assert check(NEW.mint({"exp": NOW + 60, "sub": "n"}), now=NOW)["sub"] == "n"
+
+
+def test_a_reference_held_by_a_pool_thread_follows_rotate():
+    verifier = JWTVerifier([key_of(OLD)])
+    check = verifier.verify
+    old_token = OLD.mint({"exp": NOW + 60})
+    seen: list[str | None] = []
+    rotated = threading.Event()
+
+    def worker() -> None:
+        seen.append(reason(check, old_token))
+        rotated.wait(10)
+        seen.append(reason(check, old_token))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    while not seen:
+        thread.join(0.001)
+    verifier.rotate([key_of(NEW)])
+    rotated.set()
+    thread.join(10)
+
+    assert seen == [None, "unknown-key"]
+
+
+def test_help_shows_the_verify_docstring():
+    verifier = JWTVerifier([key_of(OLD)])
+
+    text = pydoc.render_doc(verifier.verify, renderer=pydoc.plaintext)
+
+    assert "Verify ``token`` and return its claims." in text
+    assert "TokenRejectedError" in text
+    assert "now" in text
+
+
+# -- _install: same keys, added keys, removed keys ----------------------------------------
+
+
+def test_install_of_the_same_keys_changes_nothing():
+    verifier = JWTVerifier([key_of(OLD)])
+    first = verifier.verify(OLD.mint({"exp": NOW + 60}), now=NOW)
+    engine, cache = verifier._engine, verifier._cache
+
+    verifier._install(key_set(OLD))  # new objects, same fingerprint and kid
+
+    assert verifier._engine is engine
+    assert verifier._cache is cache
+    assert verifier.cache_info().size == 1
+    assert first is not None
+
+
+THIRD = hmac_key(kid="third", secret=b"third-secret-of-a-sufficient-length-01234")
+OTHER_ALG = hmac_key("HS384", kid="384", secret=b"x" * 48)
+
+
+@pytest.mark.parametrize(
+    ("before", "added"),
+    [
+        pytest.param([OLD], OTHER_ALG, id="first key of another algorithm"),
+        pytest.param([OLD, NEW], THIRD, id="third key of an algorithm"),
+    ],
+)
+def test_install_with_added_keys_keeps_the_cache(before: list[SigningKey], added: SigningKey):
+    verifier = JWTVerifier([key_of(s) for s in before], cache_stats=True)
+    old_token = OLD.mint({"exp": NOW + 60})
+    first = verifier.verify(old_token, now=NOW)
+    engine, cache = verifier._engine, verifier._cache
+
+    verifier._install(key_set(*before, added))
+
+    assert verifier._engine is not engine  # the new key is usable...
+    assert verifier.verify(added.mint({"exp": NOW + 60, "sub": "n"}), now=NOW)["sub"] == "n"
+    assert verifier._cache is cache  # ...and what was verified stays cached
+    assert verifier.verify(old_token, now=NOW) is first
+    assert verifier.cache_info().hits == 1
+
+
+def test_install_with_a_removed_key_drops_what_it_verified():
+    verifier = JWTVerifier([key_of(OLD), key_of(NEW)])
+    old_token = OLD.mint({"exp": NOW + 60})
+    verifier.verify(old_token, now=NOW)
+    cache = verifier._cache
+
+    verifier._install(key_set(NEW))
+
+    assert verifier._cache is not cache
+    assert verifier.cache_info().size == 0
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(old_token, now=NOW)
+
+
+def test_a_removed_key_whose_kid_returns_with_other_bytes_never_verifies():
+    replaced = hmac_key(kid="old", secret=b"replacement-secret-of-sufficient-length-00")
+    verifier = JWTVerifier([key_of(OLD)])
+    old_token = OLD.mint({"exp": NOW + 60})
+    verifier.verify(old_token, now=NOW)
+
+    verifier._install(key_set(replaced))
+
+    with pytest.raises(InvalidSignatureError):
+        verifier.verify(old_token, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param([OLD], [OLD, hmac_key(secret=NEW.material)], id="kid-less key added"),
+        pytest.param(
+            [OLD, NEW],
+            [OLD, NEW, hmac_key(kid="old", secret=b"third-secret-of-a-sufficient-length-01234")],
+            id="kid reused by another key",
+        ),
+        pytest.param([hmac_key()], [hmac_key(), NEW], id="old key without kid"),
+        pytest.param([OLD], [OLD, NEW], id="second key of an algorithm"),
+    ],
+)
+def test_additions_that_change_key_selection_drop_the_cache(
+    before: list[SigningKey], after: list[SigningKey]
+):
+    """A cached answer must be what the new keys would answer: here it may not be."""
+    verifier = JWTVerifier([key_of(s) for s in before])
+    verifier.verify(before[0].mint({"exp": NOW + 60}), now=NOW)
+    cache = verifier._cache
+
+    verifier._install(key_set(*after))
+
+    assert verifier._cache is not cache
+    assert verifier.cache_info().size == 0
+
+
+def test_a_kidless_token_cached_under_one_key_is_not_served_once_ambiguous():
+    """A token without kid is accepted only while one key could verify it."""
+    verifier = JWTVerifier([key_of(OLD)])
+    kidless = hmac_key(secret=OLD.material).mint({"exp": NOW + 60})
+    verifier.verify(kidless, now=NOW)
+
+    verifier._install(key_set(OLD, NEW))
+
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(kidless, now=NOW)
+
+
+def test_install_from_another_thread_while_verifying():
+    verifier = JWTVerifier([key_of(OLD)])
+    new_token = NEW.mint({"exp": NOW + 60})
+    errors: list[BaseException] = []
+
+    def install() -> None:
+        try:
+            verifier._install(key_set(OLD, NEW))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=install)
+    thread.start()
+    thread.join(10)
+
+    assert errors == []
+    assert verifier.verify(new_token, now=NOW)["exp"] == NOW + 60
