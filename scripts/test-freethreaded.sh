@@ -24,3 +24,6 @@ export GRELMICRO_FT_PYTHON="$VENV/bin/python"
 "$VENV/bin/python" -X gil=0 -m pytest -q -p no:cacheprovider \
     tests/test_installed_core.py tests/core/test_freethreaded.py tests/jwt/test_concurrency.py
 "$VENV/bin/python" -c 'import sys, grelmicro.jwt; assert not sys._is_gil_enabled(); print("GIL still disabled after import: OK")'
+# A cache hit from a pool thread must cost at most 2x a hit in the thread that
+# built the verifier (3.13t once paid ~25x: docs/design-notes.md).
+"$VENV/bin/python" -X gil=0 bench/pool_hit_check.py --limit 2.0
