@@ -9,7 +9,7 @@ wrapped in functions, so importing it has no effect beyond the definitions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -147,3 +147,16 @@ def operate(verifier: JWTVerifier, new_jwk: Mapping[str, Any]) -> int | None:
     assert_type(key.fingerprint, str)
     assert_type(unverified_header("a.b.c"), dict[str, object])
     return info.hits
+
+
+def mistakes_mypy_catches(secret: bytes) -> None:
+    """Algorithm names and ``cache_key`` are ``Literal`` types (issue 10).
+
+    Each ignore below is needed: were a name accepted as a plain ``str``,
+    ``warn_unused_ignores`` (part of ``--strict``) would fail this file.
+    """
+    Key.secret(secret, "RS257")  # type: ignore[arg-type]
+    Key.secret(secret, "hs256")  # type: ignore[arg-type]
+    JWTVerifier([Key.secret(secret)], algorithms=["HS257"])  # type: ignore[list-item]
+    JWTVerifier([Key.secret(secret)], cache_key="sha")  # type: ignore[arg-type]
+    JWTVerifier([Key.secret(secret)], leeway=timedelta(seconds=5), algorithms="HS256")
