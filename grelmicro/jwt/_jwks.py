@@ -576,6 +576,19 @@ class KeySource:
         for listener in self._listeners:
             listener(key_set)
         early = ttl * self.options.jitter * random.random()  # noqa: S311 - spread, not secrecy
+        kids = {(key.fingerprint, key.kid) for key in key_set.keys}
+        before = (
+            set() if self.key_set is None else {(k.fingerprint, k.kid) for k in self.key_set.keys}
+        )
+        if kids != before:
+            logger.info(
+                "JWKS %s: %d keys (%d new, %d withdrawn), kept for %.0f s",
+                self.name,
+                len(kids),
+                len(kids - before),
+                len(before - kids),
+                ttl,
+            )
         with self._lock:
             self.key_set = key_set
             self.last_success = now
@@ -783,10 +796,10 @@ class KeySource:
 
     async def start(self) -> None:
         """Load keys now (a failure is logged, not raised) and keep them fresh."""
+        self._closed = False
         if self.key_set is None:
             await self.refresh_async(unknown_kid=False)
         if self._background is None or self._background.done():
-            self._closed = False
             self._background = asyncio.get_running_loop().create_task(self._keep_fresh())
 
     async def _keep_fresh(self) -> None:

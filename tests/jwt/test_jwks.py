@@ -420,6 +420,29 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
             server.stop()
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["5xx", "html", "slow", "drip", "oversize-no-length", "down"])
+async def test_async_faults_end_in_a_503_within_the_timeouts(
+    server: DocumentServer, k1: SigningKey, fault: str
+) -> None:
+    if fault == "down":
+        url = server.url(JWKS)
+        server.stop()
+    else:
+        server.set(JWKS, **FAULTS[fault])
+        url = server.url(JWKS)
+    verifier = JWTVerifier(
+        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
+    )
+    started = time.perf_counter()
+    await verifier.start()  # logs, does not raise
+    with pytest.raises(KeysUnavailableError):
+        await verifier.verify_async(mint(k1))
+    assert time.perf_counter() - started < FAST.total_timeout + FAST.connect_timeout + 0.5
+    assert verifier.health().failure_count == 1
+    await verifier.aclose()
+
+
 def test_an_oversize_document_is_not_read_past_the_cap(k1: SigningKey) -> None:
     server = DocumentServer().start()
     try:
