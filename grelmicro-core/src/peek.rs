@@ -7,15 +7,19 @@
 //! and trusts nothing it reads: the chosen issuer's verifier then checks the
 //! signature with that issuer's keys only, and `iss` again under its policy.
 
+use jiter::{Jiter, Peek};
+
 use crate::error::Result;
-use crate::json::Value;
+use crate::json::{self, duplicate_member, parse_error, SkipBuilder};
 use crate::token;
 
 /// The unverified `iss` of `token`: `Some` when the payload is a JSON object
 /// whose `iss` is a string, `None` when `iss` is absent or not a string.
 ///
 /// Refuses what a verification would refuse before looking at the payload:
-/// an oversize token, a wrong shape, bad base64url or bad JSON.
+/// an oversize token, a wrong shape, bad base64url, bad JSON (duplicate
+/// `iss`, duplicate names in nested objects, nesting past `max_depth`).
+/// Only `iss` is built; every other value is checked and skipped.
 pub fn unverified_issuer(
     token: &[u8],
     max_token_size: usize,
@@ -23,8 +27,43 @@ pub fn unverified_issuer(
 ) -> Result<Option<String>> {
     let segments = token::split(token, max_token_size)?;
     let payload = token::decode(segments.payload)?;
-    let value = Value::parse(&payload, max_depth)?;
-    Ok(value.get("iss").and_then(Value::as_str).map(str::to_owned))
+    let mut jiter = Jiter::new(&payload);
+    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    if peek != Peek::Object {
+        json::value(&mut jiter, peek, &mut SkipBuilder, 0, max_depth)?;
+        jiter.finish().map_err(|e| parse_error(&e))?;
+        return Ok(None);
+    }
+    if max_depth == 0 {
+        return Err(json::too_deep());
+    }
+    let mut issuer: Option<Option<String>> = None;
+    let mut next = jiter
+        .known_object()
+        .map_err(|e| parse_error(&e))?
+        .map(|name| name == "iss");
+    while let Some(is_issuer) = next {
+        let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+        if is_issuer {
+            if issuer.is_some() {
+                return Err(duplicate_member());
+            }
+            issuer = Some(if peek == Peek::String {
+                Some(jiter.known_str().map_err(|e| parse_error(&e))?.to_owned())
+            } else {
+                json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
+                None
+            });
+        } else {
+            json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
+        }
+        next = jiter
+            .next_key()
+            .map_err(|e| parse_error(&e))?
+            .map(|name| name == "iss");
+    }
+    jiter.finish().map_err(|e| parse_error(&e))?;
+    Ok(issuer.flatten())
 }
 
 #[cfg(test)]
@@ -68,6 +107,10 @@ mod tests {
         );
         assert!(unverified_issuer(b"a.b", 8192, 64).is_err());
         assert!(unverified_issuer(b"aGk.e30=.c2ln", 8192, 64).is_err());
+        let trailing = token(r#"{"iss":"a"} x"#);
+        assert!(unverified_issuer(&trailing, 8192, 64).is_err());
+        let nested_duplicate = token(r#"{"iss":"a","x":{"k":1,"k":2}}"#);
+        assert!(unverified_issuer(&nested_duplicate, 8192, 64).is_err());
         let deep = token(r#"{"x":[[[[1]]]]}"#);
         assert_eq!(
             unverified_issuer(&deep, 8192, 3).unwrap_err().kind(),
