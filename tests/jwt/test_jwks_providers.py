@@ -289,3 +289,23 @@ def test_discovery_shaped_like_each_provider(server: DocumentServer) -> None:
         verifier = JWTVerifier(discover=issuer, allow_insecure_loopback=True, fetch=FAST)
         assert verifier.verify(key.mint({"iss": issuer, "exp": NOW + 60}), now=NOW)
         verifier.close()
+
+
+def test_kidless_tokens_and_duplicate_kids_in_a_fetched_jwks(server: DocumentServer) -> None:
+    only = private_key("ES256", kid="only", seed=91)
+    server.set("/one", {"keys": [only.public_jwk()]})
+    one = JWTVerifier(jwks_url=server.url("/one"), allow_insecure_loopback=True, fetch=FAST)
+    kidless = SigningKey("ES256", only.material, None)
+    assert one.verify(kidless.mint({"exp": NOW + 60}), now=NOW)  # one key: accepted
+    one.close()
+
+    twin = SigningKey("ES256", private_key("ES256", seed=92).material, "only")
+    other = private_key("RS256", kid="other", seed=93)
+    server.set("/two", {"keys": [only.public_jwk(), twin.public_jwk(), other.public_jwk()]})
+    two = JWTVerifier(jwks_url=server.url("/two"), allow_insecure_loopback=True, fetch=FAST)
+    assert two.verify(other.mint({"exp": NOW + 60}), now=NOW)
+    for signer in (only, twin, kidless):  # a kid two keys claim is unusable
+        with pytest.raises(TokenRejectedError):
+            two.verify(signer.mint({"exp": NOW + 60}), now=NOW)
+    assert server.count("/two") == 2  # the load, then one refetch for the whole lot
+    two.close()
