@@ -321,7 +321,7 @@ def targets(res: Results, parts: dict, info: dict) -> list[str]:
             f"{ratio(hit / pj)} PyJWT 2.15 here vs 0.015× in bench-token.md → {faster:.1f}× "
             f"| {'met (estimate)' if faster >= 1.5 else 'missed (estimate)'} |"
         )
-    for lane in ("grelmicro-full", "grelmicro-core"):
+    for lane in ("grelmicro-full", "grelmicro-hit-digest", "grelmicro-core"):
         speeds, vals, controls = [], [], []
         for alg in ALGS:
             rec = res.get("py313t", "threads", alg, lane)
@@ -476,9 +476,9 @@ def rejection_table(res: Results, env: str, field: str = "median_ns") -> list[st
 
 def threads_table(res: Results, parts: dict) -> list[str]:
     out = [
-        "| runtime | case | lane | 1 thread /s | 2 threads /s "
-        "| speedup (median) | speedup (best) |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| runtime | case | lane | 1 thread /s | 2 threads /s | 4 threads /s "
+        "| 2 ÷ 1 (median) | 4 ÷ 1 | 2 ÷ 1 (best) | pool thread ÷ building thread |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for env in parts:
         for rec in sorted(
@@ -488,13 +488,22 @@ def threads_table(res: Results, parts: dict) -> list[str]:
                 if rec["status"] != "skipped":
                     out.append(
                         f"| {env_label(env, parts)} | {rec['case']} | {rec['lane']} "
-                        f"| {rec['status']}: {rec['reason'][:80]} | | | |"
+                        f"| {rec['status']}: {rec['reason'][:80]} | | | | | | |"
                     )
                 continue
+            four = rec.get("four_threads_per_s")
+            four_rate = f"{four:,.0f}" if four else ""
+            four_ratio = f"{rec['speedup4']:.2f}×" if four else ""
+            pool = (
+                f"{rec['pool_ratio']:.2f} ({rec['pool_ns']:,.0f} / {rec['owner_ns']:,.0f} ns)"
+                if rec.get("pool_ratio")
+                else ""
+            )
             out.append(
                 f"| {env_label(env, parts)} | {rec['case']} | {rec['lane']} "
                 f"| {rec['one_thread_per_s']:,.0f} | {rec['two_threads_per_s']:,.0f} "
-                f"| {rec['speedup']:.2f}× | {rec['best_speedup']:.2f}× |"
+                f"| {four_rate} | {rec['speedup']:.2f}× | {four_ratio} "
+                f"| {rec['best_speedup']:.2f}× | {pool} |"
             )
     return out
 
@@ -790,11 +799,18 @@ def write_page(res: Results, parts: dict, info: dict, page: Path, with_charts: b
         lines += [
             "## Threads",
             "",
-            "One verifier shared by 1 then 2 threads (2 cores). On the normal build the "
+            "One verifier shared by 1, 2 then 4 threads (2 cores), built in the main "
+            "thread before any pool thread starts. On the normal build the "
             "core releases the GIL for the signature work only; on the free-threaded "
-            "build (run with `PYTHON_GIL=0`) there is no GIL. The control lane hashes "
-            "64 KiB with `hashlib` (no GIL held): its speedup is how much of a second core "
-            "the shared machine gave at that moment, the ceiling for every other lane.",
+            "build (run with `PYTHON_GIL=0`) there is no GIL. The sha256 control hashes "
+            "64 KiB with `hashlib` (no lock held): its speedup is how much of a second core "
+            "the shared machine gave at that moment, the ceiling for every other lane. The "
+            "shared-call control calls a method of one shared object that returns one shared "
+            "object: on 3.13t the reference counts of shared objects are atomics every "
+            "thread writes, and this is the scaling a cache hit (which must hand every "
+            "thread the same claims object) can reach at best. The last column is a pool "
+            "thread's time per call over the building thread's (fastest rounds, one at a "
+            "time).",
             "",
             *threads,
             "",

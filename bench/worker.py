@@ -306,6 +306,20 @@ def run_keysource_suite(cases: list[dict], fx: dict, opts: argparse.Namespace) -
 
 
 THREAD_LANES = {"grelmicro-core", "grelmicro-full", "grelmicro-hit-digest", "pyjwt", "ryjwt"}
+#: Lanes whose pool-thread cost is compared with the building thread's.
+POOL_LANES = {"grelmicro-full", "grelmicro-hit-digest"}
+
+
+class SharedControl:
+    """The thread suite's reference-counting control (see run_threads_suite)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = object()
+
+    def get(self, token: str) -> object:
+        return self.value
 
 
 def thread_rate(lane: Lane, raw: bytes, threads: int, calls: int) -> float:
@@ -325,25 +339,76 @@ def thread_rate(lane: Lane, raw: bytes, threads: int, calls: int) -> float:
     return threads * calls / (time.perf_counter() - t0)
 
 
+def owner_and_pool_ns(lane: Lane, raw: bytes, calls: int, rounds: int) -> tuple[float, float]:
+    """Fastest per-call time in the building (main) thread and in one pool thread.
+
+    The pool thread is started here, after the lane's verifier was built and
+    its cache filled by the main thread, as a server's pool is; the two sides
+    take turns, never running at once.
+    """
+    go, done = threading.Semaphore(0), threading.Semaphore(0)
+    pool: list[float] = []
+
+    def work() -> None:
+        for _ in range(rounds):
+            go.acquire()
+            t0 = time.perf_counter_ns()
+            lane.loop(calls, raw)
+            pool.append((time.perf_counter_ns() - t0) / calls)
+            done.release()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    owner = []
+    for _ in range(rounds):
+        t0 = time.perf_counter_ns()
+        lane.loop(calls, raw)
+        owner.append((time.perf_counter_ns() - t0) / calls)
+        go.release()
+        done.acquire()
+    worker.join()
+    return min(owner), min(pool)
+
+
 def run_threads_suite(cases: list[dict], fx: dict, opts: argparse.Namespace) -> list:
-    """Verifications per second, 1 thread then 2 threads sharing one verifier."""
+    """Verifications per second with 1, 2 and 4 threads sharing one verifier.
+
+    Every lane is built in the main thread before any pool thread starts. The
+    product lanes (grelmicro full verify and cache hit) also report a pool
+    thread's time per call against the building thread's.
+    """
     results = []
     gc.disable()
     try:
         for case in cases:
             lanes = prepare(case, fx, THREAD_LANES)
-            # Control: work that holds no GIL, to show how much of a second core
-            # this shared machine gives right now.
-            control = Lane(
-                "control-sha256",
-                "control: hashlib.sha256 of 64 KiB (holds no GIL)",
-                "floor",
-                "sha(big)",
-                {"sha": hashlib.sha256, "big": bytes(65536)},
-                checks="none",
-            )
-            control.compile()
-            lanes.insert(0, control)
+            # Controls: how much of a second core this shared machine gives right
+            # now. One hashes 64 KiB (no lock, no shared Python object touched);
+            # the other calls a method of one shared object that returns one
+            # shared object, the least a shared verifier's hit can cost in
+            # reference counting.
+            shared = SharedControl()
+            controls = [
+                Lane(
+                    "control-sha256",
+                    "control: hashlib.sha256 of 64 KiB (holds no lock)",
+                    "floor",
+                    "sha(big)",
+                    {"sha": hashlib.sha256, "big": bytes(65536)},
+                    checks="none",
+                ),
+                Lane(
+                    "control-shared-call",
+                    "control: a method of one shared object returning a shared object",
+                    "floor",
+                    "shared.get(tok)",
+                    {"shared": shared},
+                    checks="none",
+                ),
+            ]
+            for control in controls:
+                control.compile()
+            lanes[:0] = controls
             raw = case["tokens"]["valid"].encode()
             for lane in lanes:
                 if lane.status != "ok":
@@ -354,11 +419,17 @@ def run_threads_suite(cases: list[dict], fx: dict, opts: argparse.Namespace) -> 
                 lane.loop(200, raw)
                 per = (time.perf_counter_ns() - t0) / 200
                 calls = max(50, int(opts.thread_ms * 1e6 / per))
-                one, two = [], []
+                rates: dict[int, list[float]] = {1: [], 2: [], 4: []}
                 for _ in range(opts.thread_rounds):
-                    one.append(thread_rate(lane, raw, 1, calls))
-                    two.append(thread_rate(lane, raw, 2, calls))
-                r1, r2 = statistics.median(one), statistics.median(two)
+                    for threads, got in rates.items():
+                        got.append(thread_rate(lane, raw, threads, calls))
+                r1, r2, r4 = (statistics.median(rates[n]) for n in (1, 2, 4))
+                extra = {}
+                if lane.id in POOL_LANES:
+                    owner, pool = owner_and_pool_ns(
+                        lane, raw, max(50, calls // 10), max(10, opts.thread_rounds * 4)
+                    )
+                    extra = {"owner_ns": owner, "pool_ns": pool, "pool_ratio": pool / owner}
                 results.append(
                     record(
                         "threads",
@@ -366,10 +437,13 @@ def run_threads_suite(cases: list[dict], fx: dict, opts: argparse.Namespace) -> 
                         lane,
                         one_thread_per_s=r1,
                         two_threads_per_s=r2,
+                        four_threads_per_s=r4,
                         speedup=r2 / r1,
-                        best_speedup=max(two) / max(one),
+                        speedup4=r4 / r1,
+                        best_speedup=max(rates[2]) / max(rates[1]),
                         rounds=opts.thread_rounds,
                         calls_per_thread=calls,
+                        **extra,
                     )
                 )
             log(f"threads {case['name']}: done")
