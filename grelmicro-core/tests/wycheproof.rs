@@ -925,14 +925,15 @@ fn json_web_key() {
         Seen::Accepted
     );
 
-    // tcId 4 with its second key re-encoded canonically: the kid is unusable.
+    // tcId 4 with its second key re-encoded canonically: the kid is unusable,
+    // and with no other key in the set the whole JWKS is refused (no usable key).
     let duplicate = group(4);
     let mut canonical = duplicate.private.clone();
     let second = &mut canonical["keys"][1]["k"];
     *second = Value::String(clear_spare_bits(second.as_str().expect("k")));
     assert_eq!(
         authenticate(&key_set_verifier(&canonical, true), &duplicate.tests[0].jws),
-        Seen::Rejected(ErrorKind::UnknownKey)
+        Seen::KeyRefused(ErrorKind::InvalidKey)
     );
 
     println!(
