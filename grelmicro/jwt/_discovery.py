@@ -12,6 +12,7 @@ import json
 
 import httpx
 
+from grelmicro.jwt._http import FetchError, check_url
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = ["discovery_urls", "jwks_uri_of"]
@@ -35,9 +36,6 @@ def discovery_urls(issuer: str) -> tuple[str, str]:
 
 def jwks_uri_of(body: bytes, issuer: str, allow_insecure_loopback: bool) -> str:
     """The checked ``jwks_uri`` of a metadata document for ``issuer``."""
-    # Imported here: _jwks imports this module for discovery_urls.
-    from grelmicro.jwt._jwks import FetchError, check_url  # noqa: PLC0415
-
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):

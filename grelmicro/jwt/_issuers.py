@@ -23,7 +23,8 @@ from typing import Any
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._config import JWTConfig
-from grelmicro.jwt._jwks import FetchOptions, KeySource, KeySourceHealth, _Clients, check_url
+from grelmicro.jwt._http import Clients, FetchOptions, check_url
+from grelmicro.jwt._jwks import KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt.errors import ConfigurationError
 
@@ -242,7 +243,7 @@ class KeyRouter:
         self,
         slots: dict[str, _Slot],
         sources: list[KeySource],
-        clients: _Clients,
+        clients: Clients,
         max_token_size: int,
         static_keys: int,
     ) -> None:
@@ -411,7 +412,7 @@ def build_router(
     elif not isinstance(fetch, FetchOptions):
         raise ConfigurationError("fetch must be a FetchOptions")
     config, listed = _check_sources(config, jwks_url, discover, issuers, allow_insecure_loopback)
-    clients = _Clients(client, fetch)
+    clients = Clients(client, fetch)
     sources: dict[str, KeySource] = {}
 
     def source(url: str | None, discovered: str | None, insecure: bool) -> KeySource:

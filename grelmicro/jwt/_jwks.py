@@ -17,120 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import ipaddress
 import logging
 import math
 import random
-import re
 import threading
-import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
-from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError
+from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync, ttl_of
+from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["FetchOptions", "KeySource", "KeySourceHealth", "check_url"]
+__all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
 #: Gets each accepted key set, or None when the keys went past the staleness bound.
 Listener = Callable[[_core.KeySet | None], None]
-
-_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
-_NO_CACHE = re.compile(r"(?:^|,)\s*(?:no-cache|no-store)\s*(?:,|$)", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class FetchOptions:
-    """Limits and timings of key fetching; the defaults suit most providers.
-
-    Attributes:
-        connect_timeout: seconds to open the connection (TLS included).
-        read_timeout: seconds to wait for each piece of the answer.
-        total_timeout: seconds for one whole request, however the server drips.
-        max_response_size: bytes read at most from one answer.
-        max_keys: keys accepted at most in one JWKS document.
-        min_ttl: keys are refetched no sooner than this, whatever
-            ``Cache-Control`` says.
-        max_ttl: and no later than this.
-        default_ttl: when the answer carries no ``max-age``.
-        max_stale: how long past their expiry the last good keys still serve
-            while the provider fails; then :class:`KeysUnavailableError`.
-        cooldown: at most one fetch per this many seconds for tokens naming
-            an unknown ``kid``, and the pause after a failed fetch.
-        jitter: share of the TTL by which a refresh comes early, at random,
-            so a fleet does not refetch in lockstep.
-        log_interval: a failing source logs at most once per this many seconds.
-    """
-
-    connect_timeout: float = 5.0
-    read_timeout: float = 5.0
-    total_timeout: float = 15.0
-    max_response_size: int = 256 * 1024
-    max_keys: int = 100
-    min_ttl: float = 300.0
-    max_ttl: float = 86_400.0
-    default_ttl: float = 900.0
-    max_stale: float = 3600.0
-    cooldown: float = 30.0
-    jitter: float = 0.1
-    log_interval: float = 60.0
-
-    def __post_init__(self) -> None:
-        for name in (
-            "connect_timeout",
-            "read_timeout",
-            "total_timeout",
-            "min_ttl",
-            "max_ttl",
-            "default_ttl",
-            "max_stale",
-            "cooldown",
-            "log_interval",
-        ):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ConfigurationError(f"{name} must be a finite number of seconds >= 0")
-        for name in ("connect_timeout", "read_timeout", "total_timeout"):
-            if getattr(self, name) <= 0:
-                raise ConfigurationError(f"{name} must be > 0")
-        if self.min_ttl > self.max_ttl:
-            raise ConfigurationError("min_ttl must not exceed max_ttl")
-        for name, low, high in (("max_response_size", 64, 1 << 26), ("max_keys", 1, 10_000)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ConfigurationError(f"{name} must be an integer from {low} to {high}")
-        if isinstance(self.jitter, bool) or not (
-            isinstance(self.jitter, (int, float)) and 0 <= self.jitter <= 0.5
-        ):
-            raise ConfigurationError("jitter must be a number from 0 to 0.5")
-
-    def timeout(self) -> httpx.Timeout:
-        """The httpx timeout for one request."""
-        return httpx.Timeout(
-            connect=self.connect_timeout,
-            read=self.read_timeout,
-            write=self.read_timeout,
-            pool=self.connect_timeout,
-        )
-
-    def wait_limit(self) -> float:
-        """How long a caller waits at most for a fetch run by someone else."""
-        # Discovery, then the JWKS: two requests, each bounded.
-        return 2 * (self.total_timeout + self.connect_timeout) + 1.0
 
 
 @dataclass(frozen=True)
@@ -190,237 +97,6 @@ class KeySourceHealth:
         )
 
 
-class FetchError(Exception):
-    """One failed fetch; the message is safe to log (no document content)."""
-
-
-def check_url(url: object, what: str, *, allow_insecure_loopback: bool) -> str:
-    """Refuse at build time a URL keys must not come from."""
-    if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"{what} must be a non-empty string URL")
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
-        raise ConfigurationError(f"{what} is not a valid URL") from None
-    if not parsed.host:
-        raise ConfigurationError(f"{what} has no host")
-    if parsed.userinfo:
-        raise ConfigurationError(f"{what} must not carry credentials")
-    if parsed.fragment:
-        raise ConfigurationError(f"{what} must not have a fragment")
-    if parsed.scheme == "https":
-        return url
-    if parsed.scheme == "http":
-        if not _is_loopback(parsed.host):
-            raise ConfigurationError(
-                f"{what} must use https (plain http only on a loopback address, "
-                "with allow_insecure_loopback=True)"
-            )
-        if not allow_insecure_loopback:
-            raise ConfigurationError(
-                f"{what} uses plain http; on a loopback address pass allow_insecure_loopback=True"
-            )
-        return url
-    raise ConfigurationError(f"{what} must use https")
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def ttl_of(headers: httpx.Headers, options: FetchOptions, now: float) -> float:
-    """Seconds the answer may be kept: ``max-age`` (or ``Expires``) within bounds."""
-    control = headers.get("cache-control", "")
-    ttl: float = options.default_ttl
-    if _NO_CACHE.search(control):
-        ttl = 0.0
-    else:
-        found = _MAX_AGE.search(control)
-        if found is not None:
-            ttl = float(found.group(1))
-            age = headers.get("age", "")
-            if age.isdigit() and len(age) <= 10:
-                ttl = max(0.0, ttl - float(age))
-        elif "expires" in headers:
-            try:
-                when = email.utils.parsedate_to_datetime(headers["expires"]).timestamp()
-                ttl = max(0.0, when - now)
-            except (TypeError, ValueError, OverflowError, IndexError):
-                ttl = options.default_ttl
-    return min(max(ttl, options.min_ttl), options.max_ttl)
-
-
-def _check_response(response: httpx.Response, cap: int) -> None:
-    status = response.status_code
-    if 300 <= status < 400:
-        raise FetchError(f"answered a redirect ({status}); redirects are not followed")
-    if status != 200:
-        raise FetchError(f"answered HTTP {status}")
-    encoding = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in {"", "identity"}:
-        raise FetchError(f"answered with content-encoding {encoding[:20]!r}; identity was asked")
-    length = response.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > cap):
-        raise FetchError(f"answer is larger than the limit of {cap} bytes")
-
-
-def _describe_http_error(exc: Exception) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        return f"timed out ({type(exc).__name__})"
-    if isinstance(exc, httpx.ConnectError):
-        text = str(exc)
-        if "CERTIFICATE" in text.upper() or "SSL" in text.upper():
-            return "TLS failure (certificate not trusted or handshake failed)"
-        return "could not connect"
-    return f"transport error ({type(exc).__name__})"
-
-
-_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
-
-
-class _Clients:
-    """The httpx clients of a verifier: the user's, or ours (closed by us)."""
-
-    def __init__(self, client: object, options: FetchOptions) -> None:
-        self.options = options
-        self.user_sync: httpx.Client | None = None
-        self.user_async: httpx.AsyncClient | None = None
-        if isinstance(client, httpx.Client):
-            self.user_sync = client
-        elif isinstance(client, httpx.AsyncClient):
-            self.user_async = client
-        elif client is not None:
-            raise ConfigurationError("client must be an httpx.Client or httpx.AsyncClient")
-        self._own_sync: httpx.Client | None = None
-        self._own_async: httpx.AsyncClient | None = None
-        self._lock = threading.Lock()
-
-    def sync(self) -> httpx.Client | None:
-        """A sync client, or None when the user gave only an async one."""
-        if self.user_sync is not None:
-            return self.user_sync
-        if self.user_async is not None:
-            return None
-        with self._lock:
-            if self._own_sync is None:
-                self._own_sync = httpx.Client(
-                    timeout=self.options.timeout(), follow_redirects=False
-                )
-                # A verifier dropped without close() does not leak its sockets.
-                weakref.finalize(self, self._own_sync.close)
-            return self._own_sync
-
-    def async_(self) -> httpx.AsyncClient | None:
-        """An async client, or None when the user gave only a sync one."""
-        if self.user_async is not None:
-            return self.user_async
-        if self.user_sync is not None:
-            return None
-        with self._lock:
-            if self._own_async is None:
-                self._own_async = httpx.AsyncClient(
-                    timeout=self.options.timeout(), follow_redirects=False
-                )
-            return self._own_async
-
-    def close(self) -> None:
-        with self._lock:
-            own, self._own_sync = self._own_sync, None
-        if own is not None:
-            own.close()
-
-    async def aclose(self) -> None:
-        self.close()
-        with self._lock:
-            own, self._own_async = self._own_async, None
-        if own is not None:
-            await own.aclose()
-
-
-def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[bytes, httpx.Headers]:
-    """One GET under the limits, with a sync client."""
-    cap = options.max_response_size
-    deadline = time.monotonic() + options.total_timeout
-    try:
-        with client.stream(
-            "GET", url, headers=_HEADERS, timeout=options.timeout(), follow_redirects=False
-        ) as response:
-            _check_response(response, cap)
-            body = bytearray()
-            for chunk in response.iter_raw():
-                body += chunk
-                if len(body) > cap:
-                    raise FetchError(f"answer is larger than the limit of {cap} bytes")
-                if time.monotonic() > deadline:
-                    raise FetchError(f"answer took longer than {options.total_timeout} s")
-            return bytes(body), response.headers
-    except httpx.HTTPError as exc:
-        raise FetchError(_describe_http_error(exc)) from None
-
-
-async def get_async(
-    client: httpx.AsyncClient, url: str, options: FetchOptions
-) -> tuple[bytes, httpx.Headers]:
-    """One GET under the limits, with an async client."""
-    cap = options.max_response_size
-    try:
-        async with (
-            _timeout(options.total_timeout),
-            client.stream(
-                "GET", url, headers=_HEADERS, timeout=options.timeout(), follow_redirects=False
-            ) as response,
-        ):
-            _check_response(response, cap)
-            body = bytearray()
-            async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) > cap:
-                    raise FetchError(f"answer is larger than the limit of {cap} bytes")
-            return bytes(body), response.headers
-    except TimeoutError:
-        raise FetchError(f"answer took longer than {options.total_timeout} s") from None
-    except httpx.HTTPError as exc:
-        raise FetchError(_describe_http_error(exc)) from None
-
-
-def _timeout(delay: float) -> Any:
-    """``asyncio.timeout(delay)``, or its stand-in on Python 3.10."""
-    timeout = getattr(asyncio, "timeout", None)
-    return _Deadline(delay) if timeout is None else timeout(delay)
-
-
-class _Deadline:
-    """``asyncio.timeout`` for Python 3.10: cancels the task past ``delay``."""
-
-    def __init__(self, delay: float) -> None:
-        self._delay = delay
-        self._handle: asyncio.TimerHandle | None = None
-        self._fired = False
-
-    async def __aenter__(self) -> None:
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._fired = True
-            if task is not None:
-                task.cancel()
-
-        self._handle = loop.call_later(self._delay, fire)
-
-    async def __aexit__(self, kind: object, value: object, trace: object) -> bool:
-        if self._handle is not None:
-            self._handle.cancel()
-        if self._fired and kind is asyncio.CancelledError:
-            raise TimeoutError
-        return False
-
-
 class _Flight:
     """One fetch in progress; threads and tasks wait on it together."""
 
@@ -449,7 +125,7 @@ class KeySource:
         jwks_url: str | None,
         discover: str | None,
         options: FetchOptions,
-        clients: _Clients,
+        clients: Clients,
         clock: Clock,
         allow_insecure_loopback: bool,
     ) -> None:
