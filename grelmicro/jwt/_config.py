@@ -234,6 +234,8 @@ class JWTConfig(BaseModel):
                 names the closest valid one). ``known`` lists further
                 ``{prefix}*`` names the caller reads itself.
         """
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigurationError("prefix must be a non-empty string such as 'GRELMICRO_JWT_'")
         source = os.environ if environ is None else environ
         fields = {prefix + name.upper(): name for name in cls.model_fields}
         allowed = [*fields, *(prefix + name for name in known)]

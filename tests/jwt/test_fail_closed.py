@@ -127,6 +127,13 @@ def test_env_misspelt_issuer_no_longer_accepts_any_issuer(signer: SigningKey):
         )
 
 
+@pytest.mark.parametrize("prefix", ["", None, 5])
+def test_env_prefix_must_be_a_non_empty_string(prefix: Any):
+    # An empty prefix would make every variable of the process a setting.
+    with pytest.raises(ConfigurationError, match="prefix"):
+        JWTConfig.from_env({}, prefix=prefix)
+
+
 def test_env_other_prefixes_are_left_alone():
     assert JWTConfig.from_env({"GRELMICRO_OTHER": "x", "PATH": "/bin"}) == JWTConfig()
 
