@@ -272,6 +272,17 @@ class JWTConfig(BaseModel):
             _core.raise_translated(exc)
 
 
+def check_flags(**flags: object) -> None:
+    """Security switches take ``True`` or ``False`` only (``"no"`` is not false).
+
+    Raises:
+        ConfigurationError: naming the first switch given anything else.
+    """
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{name} must be True or False, not {type(value).__name__}")
+
+
 def _number(value: object, expected: str) -> object:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"must be {expected}, not {_describe_type(value)}")  # noqa: TRY004

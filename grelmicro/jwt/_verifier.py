@@ -26,6 +26,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, CacheKey, JWTConfig
+from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text
@@ -597,13 +598,6 @@ def _cache_survives(old: Sequence[_core.Key], new: Sequence[_core.Key]) -> bool:
         return False
     algorithms = [key.algorithm for key in old]
     return all(algorithms.count(key.algorithm) != 1 for key in added)
-
-
-def _check_flags(**flags: object) -> None:
-    """Security switches take ``True`` or ``False`` only (``"no"`` is not false)."""
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"{name} must be True or False, not {type(value).__name__}")
 
 
 def _key_set(
