@@ -669,3 +669,50 @@ def test_document_as_json_text(server: DocumentServer, k1: SigningKey) -> None:
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     verifier.close()
+
+
+def test_threads_keep_verifying_while_the_provider_rotates(
+    server: DocumentServer, k1: SigningKey, k2: SigningKey
+) -> None:
+    """Keys refresh every ~50 ms, alternately adding and withdrawing k2; a
+    token of the key that stays must verify every single time."""
+    k3 = private_key("ES256", kid="k3", seed=13)
+    headers = {"Cache-Control": "max-age=0"}
+    server.set(JWKS, document(k1, k2), headers=headers)
+    options = FetchOptions(min_ttl=0.05, max_ttl=1, jitter=0.0, cooldown=0.05)
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, cache_size=64
+    )
+    deadline = time.monotonic() + 1.5
+    failures: list[BaseException] = []
+    verified = [0]
+
+    def flip() -> None:
+        turn = 0
+        while time.monotonic() < deadline:
+            server.set(JWKS, document(k1, k2 if turn % 2 else k3), headers=headers)
+            turn += 1
+            time.sleep(0.03)
+
+    def worker(n: int) -> None:
+        i = 0
+        while time.monotonic() < deadline:
+            i += 1
+            token = k1.mint({"sub": "u", "exp": time.time() + 600, "jti": f"{n}-{i % 40}"})
+            try:
+                verifier.verify(token)
+                verified[0] += 1
+            except Exception as exc:
+                failures.append(exc)
+                return
+
+    threads = [threading.Thread(target=flip)]
+    threads += [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    verifier.close()
+    assert failures == []
+    assert verified[0] > 100
+    assert server.count(JWKS) >= 5  # keys really did change under the threads
