@@ -32,6 +32,15 @@ def _scope_tokens(items: Any) -> frozenset[str]:
     )
 
 
+def _scope_string(raw: str) -> frozenset[str]:
+    """A ``scope`` string split on U+0020 only, keeping the valid scope tokens."""
+    if raw.isascii() and raw.isprintable() and '"' not in raw and "\\" not in raw:
+        # The usual case, checked in C: printable ASCII holds no whitespace but
+        # U+0020, so split() splits on spaces only, and every item is a token.
+        return frozenset(raw.split())
+    return _scope_tokens(raw.split(" "))
+
+
 def _thaw(value: Any) -> Any:
     """Deep copy of a decoded JSON value into plain dicts and lists."""
     if isinstance(value, tuple):
@@ -211,7 +220,7 @@ class Claims(Mapping[str, Any]):
         if raw is None:
             raw = self._data.get("scp")
         if isinstance(raw, str):
-            return _scope_tokens(raw.split(" "))
+            return _scope_string(raw)
         if isinstance(raw, tuple):
             return _scope_tokens(raw)
         return frozenset()
