@@ -29,11 +29,22 @@ struct Seen {
     audience_ok: bool,
 }
 
+/// `name` is always a registered claim name, never text from the token.
 fn invalid(name: &str, expected: &str) -> Error {
     Error::with(
         ErrorKind::InvalidClaim,
         format!("claim {name} must be {expected}"),
     )
+    .detail("claim", Detail::Text(name.to_owned()))
+}
+
+/// A required claim is absent (`name` comes from the policy).
+fn missing_claim(name: &str) -> Error {
+    Error::with(
+        ErrorKind::MissingClaim,
+        format!("token has no {name} claim"),
+    )
+    .detail("claim", Detail::Text(name.to_owned()))
 }
 
 fn time_value<B: Builder>(
@@ -199,17 +210,11 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
     let missing = policy.required_registered & !seen.present;
     if missing != 0 {
         let index = missing.trailing_zeros() as usize;
-        return Err(Error::with(
-            ErrorKind::MissingClaim,
-            format!("token has no {} claim", REGISTERED[index]),
-        ));
+        return Err(missing_claim(REGISTERED[index]));
     }
     for (index, name) in policy.required_other.iter().enumerate() {
         if seen.other_present & (1 << index) == 0 {
-            return Err(Error::with(
-                ErrorKind::MissingClaim,
-                format!("token has no {name} claim"),
-            ));
+            return Err(missing_claim(name));
         }
     }
     let leeway = policy.leeway;
@@ -283,10 +288,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
     }
     if !policy.issuers.is_empty() {
         if !has(ISS) {
-            return Err(Error::new(
-                ErrorKind::MissingClaim,
-                "token has no iss claim",
-            ));
+            return Err(missing_claim("iss"));
         }
         if !seen.issuer_ok {
             return Err(
@@ -305,10 +307,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     } else {
         if !has(AUD) {
-            return Err(Error::new(
-                ErrorKind::MissingClaim,
-                "token has no aud claim",
-            ));
+            return Err(missing_claim("aud"));
         }
         if !seen.audience_ok {
             return Err(
@@ -453,6 +452,9 @@ mod tests {
         let err = run(r#"{"exp":10,"sub":"u"}"#, &p, 0.0).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::MissingClaim);
         assert!(err.message().contains("tenant"));
+        assert_eq!(err.context(), &[("claim", Detail::Text("tenant".into()))]);
+        let err = run(r#"{"exp":"10","tenant":1,"sub":"u"}"#, &p, 0.0).unwrap_err();
+        assert_eq!(err.context(), &[("claim", Detail::Text("exp".into()))]);
         assert_eq!(
             kind(r#"{"exp":10,"tenant":1,"sub":5}"#, &p, 0.0),
             ErrorKind::InvalidClaim

@@ -29,12 +29,12 @@ try:
     )
     from grelmicro_core._core import (
         ProofVerifier,
+        TokenCache,
         jwk_thumbprint,
         normalize_htu,
         unverified_issuer,
     )
     from grelmicro_core._core import _cache_key as cache_key
-    from grelmicro_core._core import TokenCache
 except ImportError as exc:  # pragma: no cover - exercised by hand only
     msg = (
         "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
@@ -184,6 +184,9 @@ def _with_context(
     kid = context.get("kid")
     if isinstance(kid, str):
         error.kid = escape(kid)  # type: ignore[attr-defined]
+    named = context.get("claim")
+    if isinstance(named, str):
+        error.claim = named  # type: ignore[attr-defined]
     return error
 
 

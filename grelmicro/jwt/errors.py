@@ -219,15 +219,25 @@ class InvalidIssuerError(ClaimsRejectedError):
 
 
 class MissingClaimError(ClaimsRejectedError):
-    """A required claim is absent. HTTP 401."""
+    """A required claim is absent. HTTP 401. ``claim`` names it."""
 
     reason = "missing-claim"
 
+    claim: str | None = None
+    """The required claim that is absent (from the configuration)."""
+
 
 class InvalidClaimError(ClaimsRejectedError):
-    """A registered claim has the wrong JSON type. HTTP 401."""
+    """A registered claim has the wrong JSON type, or a number out of range. HTTP 401.
+
+    ``claim`` names the registered claim when one is at fault (``None`` for
+    a number out of range elsewhere in the payload).
+    """
 
     reason = "invalid-claim"
+
+    claim: str | None = None
+    """The registered claim at fault, if any."""
 
 
 class DPoPProofError(TokenRejectedError):

@@ -652,6 +652,20 @@ def test_unknown_key_carries_the_kid_capped_and_escaped():
     assert "evil" not in repr(error.args)
 
 
+def test_claim_errors_name_the_claim(signer: SigningKey):
+    with pytest.raises(MissingClaimError) as absent:
+        verifier(required=["tenant"]).verify(signer.mint(FRESH), now=NOW)
+    assert absent.value.claim == "tenant"
+
+    with pytest.raises(MissingClaimError) as no_exp:
+        verifier().verify(signer.mint({"sub": "u"}), now=NOW)
+    assert no_exp.value.claim == "exp"
+
+    with pytest.raises(InvalidClaimError) as wrong:
+        verifier().verify(signer.mint({"exp": str(NOW + 60)}), now=NOW)
+    assert wrong.value.claim == "exp"
+
+
 def test_escape_helper_caps_and_escapes():
     assert _core.escape("a\nb\u00e9", limit=3) == "a\\nb"
     assert _core.escape("plain") == "plain"

@@ -31,8 +31,8 @@ class CoreError(Exception):
     """Every refusal of the core; ``args`` is ``(kind, message)``.
 
     ``context`` holds the refusal's structured context (times as floats,
-    ``expected`` issuers/audiences as a tuple, the token's ``kid`` capped at
-    128 bytes), or ``None``.
+    ``expected`` issuers/audiences as a tuple, the ``claim`` at fault, the
+    token's ``kid`` capped at 128 bytes), or ``None``.
     """
 
     context: dict[str, float | str | tuple[str, ...]] | None
