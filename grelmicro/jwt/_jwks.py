@@ -411,7 +411,8 @@ class KeySource:
             if flight.done.is_set():
                 return
             flight.waiters.append((loop, future))
-        with contextlib.suppress(TimeoutError):
+        # asyncio.TimeoutError is not the built-in TimeoutError before 3.11.
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(future), self.options.wait_limit())
 
     def in_flight(self) -> _Flight | None:
