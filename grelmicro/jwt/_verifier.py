@@ -518,7 +518,12 @@ class JWTVerifier:
             await self._router.aclose()
 
     def close(self) -> None:
-        """Close for sync apps: wait for a fetch thread, close our HTTP client."""
+        """Close for sync apps: wait for a fetch thread, close our HTTP client.
+
+        Keys are not fetched again afterwards (until ``await start()``): the
+        loaded keys serve until their staleness bound, then verification
+        raises :class:`KeysUnavailableError`.
+        """
         if self._router is not None:
             self._router.close()
 
