@@ -57,6 +57,7 @@ class KeySourceHealth:
         failure_count: fetches that failed.
         stale_uses: verifications served past the keys' expiry.
         expires_at: when the current keys expire (before the grace period).
+        url: the JWKS URL of this source (or the issuer being discovered).
         sources: per-URL health, when the verifier has several sources.
     """
 
