@@ -383,7 +383,9 @@ impl Key {
         };
         if looks_like_asymmetric_key(secret) {
             return Err(invalid_key(
-                "this secret is a public key (PEM, SSH or JWK text); use a public-key algorithm",
+                "this secret is a public key (PEM, SSH, JWK or DER text, or a raw EC point): \
+                 anyone holding it could forge tokens; load it with its public-key algorithm \
+                 (Key.pem or Key.jwk) instead",
             ));
         }
         let minimum = algorithm.hmac_min_secret();

@@ -48,8 +48,9 @@ class Key:
     Build it with :meth:`secret`, :meth:`pem` or :meth:`jwk`; each refuses
     weak or mismatched keys at once with :class:`~grelmicro.jwt.InvalidKeyError`
     (or :class:`~grelmicro.jwt.WeakKeyError`). A key with a ``kid`` verifies
-    only tokens naming that ``kid``; a key without one verifies tokens whose
-    ``alg`` it serves when it is the only such key.
+    tokens naming that ``kid``; a key without one verifies tokens whose
+    ``alg`` it serves when it is the only such key. A token naming no ``kid``
+    is verified only when exactly one configured key could verify it.
     """
 
     __slots__ = ("_inner",)
