@@ -15,7 +15,7 @@ VENV="$ROOT/.ft-venv"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # cryptography (cffi) and msgspec do not build for 3.13t, and pydantic-core
 # releases after 2.33 (pyo3 0.29+) refuse free-threaded 3.13: pin what works.
-"$VENV/bin/python" -m pip install -q pytest httpx anyio "pydantic<2.12" "pydantic-settings<2.11"
+"$VENV/bin/python" -m pip install -q pytest httpx anyio "pydantic<2.12"
 rm -f dist/grelmicro_core-*-cp313-cp313t-*.whl
 "$ROOT/.venv/bin/maturin" build --release -q -m grelmicro-core/Cargo.toml -i "$VENV/bin/python" -o dist
 "$VENV/bin/python" -m pip install -q --no-index --find-links dist --force-reinstall --no-deps grelmicro-core

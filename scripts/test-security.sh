@@ -66,7 +66,7 @@ VPY="$VENV/bin/python"
 "$VPY" -m pip install -q --upgrade pip
 # Test tools from PyPI, at the versions the dev environment pins.
 "$VPY" -m pip install -q -c "$ROOT/scripts/requirements-dev.txt" \
-    pytest hypothesis cryptography httpx anyio pydantic pydantic-settings
+    pytest hypothesis cryptography httpx anyio pydantic
 # Our two packages from dist/ only, never from an index.
 CORE_VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/grelmicro-core/pyproject.toml" | head -n 1)"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n 1)"
