@@ -60,6 +60,10 @@ class FetchOptions:
         jitter: share of the TTL by which a refresh comes early, at random,
             so a fleet does not refetch in lockstep.
         log_interval: a failing source logs at most once per this many seconds.
+        unknown_kid_budget: fetches for unknown ``kid`` values allowed per
+            cooldown across all the verifier's sources together (each source
+            also waits its own cooldown), so many issuers cannot multiply a
+            flood into many fetches.
     """
 
     connect_timeout: float = 5.0
@@ -74,6 +78,7 @@ class FetchOptions:
     cooldown: float = 30.0
     jitter: float = 0.1
     log_interval: float = 60.0
+    unknown_kid_budget: int = 4
 
     def __post_init__(self) -> None:
         for name in (
@@ -100,7 +105,11 @@ class FetchOptions:
                 raise ConfigurationError(f"{name} must be > 0")
         if self.min_ttl > self.max_ttl:
             raise ConfigurationError("min_ttl must not exceed max_ttl")
-        for name, low, high in (("max_response_size", 64, 1 << 26), ("max_keys", 1, 10_000)):
+        for name, low, high in (
+            ("max_response_size", 64, 1 << 26),
+            ("max_keys", 1, 10_000),
+            ("unknown_kid_budget", 1, 10_000),
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigurationError(f"{name} must be an integer from {low} to {high}")

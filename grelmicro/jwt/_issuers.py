@@ -24,7 +24,7 @@ from typing import Any
 from grelmicro.jwt import _core
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
-from grelmicro.jwt._jwks import KeySource, KeySourceHealth
+from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt.errors import ConfigurationError
 
@@ -413,6 +413,7 @@ def build_router(
         raise ConfigurationError("fetch must be a FetchOptions")
     config, listed = _check_sources(config, jwks_url, discover, issuers, allow_insecure_loopback)
     clients = Clients(client, fetch)
+    budget = FetchBudget(fetch.unknown_kid_budget, fetch.cooldown)
     sources: dict[str, KeySource] = {}
 
     def source(url: str | None, discovered: str | None, insecure: bool) -> KeySource:
@@ -426,6 +427,7 @@ def build_router(
                 clients=clients,
                 clock=clock,
                 allow_insecure_loopback=insecure,
+                budget=budget,
             )
         return found
 

@@ -16,6 +16,7 @@ reads :attr:`KeySource.refresh_at` and calls in only past it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -31,7 +32,7 @@ from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync, ttl_of
 from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
+__all__ = ["FetchBudget", "FetchOptions", "KeySource", "KeySourceHealth"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
@@ -98,6 +99,33 @@ class KeySourceHealth:
         )
 
 
+class FetchBudget:
+    """Fetches for unknown ``kid`` values, shared by every source of a verifier.
+
+    At most ``limit`` such fetches start within any ``window`` seconds,
+    whichever sources ask: one budget, however many issuers are configured.
+    """
+
+    __slots__ = ("_lock", "_starts", "limit", "window")
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = limit
+        self.window = window
+        self._starts: collections.deque[float] = collections.deque()
+        self._lock = threading.Lock()
+
+    def take(self, now: float) -> bool:
+        """Spend one fetch if the budget allows it now."""
+        with self._lock:
+            starts = self._starts
+            while starts and now - starts[0] >= self.window:
+                starts.popleft()
+            if len(starts) >= self.limit:
+                return False
+            starts.append(now)
+            return True
+
+
 class _Flight:
     """One fetch in progress; threads and tasks wait on it together."""
 
@@ -129,8 +157,10 @@ class KeySource:
         clients: Clients,
         clock: Clock,
         allow_insecure_loopback: bool,
+        budget: FetchBudget | None = None,
     ) -> None:
         self.url = jwks_url
+        self._budget = budget or FetchBudget(options.unknown_kid_budget, options.cooldown)
         self.discover = discover
         self.options = options
         self._clients = clients
@@ -320,7 +350,7 @@ class KeySource:
             if now < self._retry_at:
                 return None, False
             if unknown_kid:
-                if now - self._kid_at < self.options.cooldown:
+                if now - self._kid_at < self.options.cooldown or not self._budget.take(now):
                     return None, False
                 self._kid_at = now
             flight = self._flight = _Flight()

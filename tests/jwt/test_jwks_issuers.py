@@ -342,3 +342,40 @@ async def test_async_lifecycle_with_several_issuers(
         assert (await verifier.verify_async(mint(key_a, iss_a)))["iss"] == iss_a
         with pytest.raises(TokenRejectedError):
             await verifier.verify_async(mint(key_a, iss_b))
+
+
+def test_one_fetch_budget_shared_by_every_issuer(idp: DocumentServer) -> None:
+    """Ten issuers, a flood of invented kids for each: the unknown-kid fetches
+    of all of them together stay within the shared budget per cooldown."""
+    clock = FakeClock()
+    keys = {
+        f"https://t{i}.example.com/": private_key("ES256", kid=f"t{i}", seed=200 + i)
+        for i in range(10)
+    }
+    for i, key in enumerate(keys.values()):
+        idp.set(f"/t{i}", document(key))
+    options = FetchOptions(connect_timeout=1, read_timeout=0.5, unknown_kid_budget=4, cooldown=30)
+    verifier = JWTVerifier(
+        issuers=[
+            Issuer(iss, jwks_url=idp.url(f"/t{i}"), allow_insecure_loopback=True)
+            for i, iss in enumerate(keys)
+        ],
+        audience=AUD,
+        fetch=options,
+        clock=clock,
+    )
+    for iss, key in keys.items():
+        verifier.verify(mint(key, iss))
+    loads = sum(idp.count(f"/t{i}") for i in range(10))
+    assert loads == 10
+    for round_ in range(5):
+        for iss, key in keys.items():
+            with pytest.raises(TokenRejectedError):
+                verifier.verify(mint(SigningKey("ES256", key.material, f"x{round_}"), iss))
+    assert sum(idp.count(f"/t{i}") for i in range(10)) - loads == 4
+    clock.now += 31  # a new window: the budget is back
+    for iss, key in keys.items():
+        with pytest.raises(TokenRejectedError):
+            verifier.verify(mint(SigningKey("ES256", key.material, "late"), iss))
+    assert sum(idp.count(f"/t{i}") for i in range(10)) - loads == 8
+    verifier.close()
