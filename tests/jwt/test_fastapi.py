@@ -239,6 +239,12 @@ def test_claims_as_response_model(client):
     assert response.json()["tags"] == ["x"]
 
 
+def test_non_ascii_credentials_are_a_malformed_token_not_a_500(client):
+    response = client.get("/me", headers=[(b"Authorization", b"Bearer \xe9\xff.\x80.x")])
+    assert response.status_code == 401
+    assert 'error_description="malformed"' in response.headers["www-authenticate"]
+
+
 def test_scheme_name_is_case_insensitive(client):
     response = client.get("/me", headers={"Authorization": f"bEaReR {mint()}"})
     assert response.status_code == 200
@@ -305,6 +311,7 @@ def test_no_bearer_credentials_is_a_bare_challenge(client, headers):
         ("audience", mint(aud="https://other.example")),
         ("signature", tamper(mint())),
         ("malformed", "not-a-jwt"),
+        ("too-large", "a" * 9000),
         ("missing-claim", hmac_key().mint({"aud": AUDIENCE, "sub": "x"})),
         ("algorithm", private_key("ES256").mint({"aud": AUDIENCE, "exp": NOW + 60})),
     ],
