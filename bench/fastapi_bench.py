@@ -399,9 +399,20 @@ def table(results: dict[str, list[dict[str, Any]]], info: dict[str, str], args: 
     return "\n".join(lines)
 
 
+READING = """\
+The same endpoint served five ways by one uvicorn worker on 127.0.0.1, load
+from `wrk` in a second process (`bench/fastapi_bench.py`). *Server CPU per
+request* is the server process's own CPU time (all threads) divided by the
+requests it answered; its ratio to the no-auth lane is the capacity ratio and
+holds on a shared machine, where requests/s follows the CPU share the server
+got. The no-op dependency lane is what FastAPI charges for any dependency:
+the guarded lanes cannot beat it. The target is guarded with cache hits at
+80% or more of no auth."""
+
+
 def write_page(section: str) -> None:
     text = PAGE.read_text() if PAGE.exists() else ""
-    block = f"{MARK_BEGIN}\n## FastAPI through uvicorn\n\n{section}\n\n" + (
+    block = f"{MARK_BEGIN}\n## FastAPI through uvicorn\n\n{READING}\n\n{section}\n\n" + (
         "Reproduce: `.venv/bin/python bench/fastapi_bench.py --write` (after `scripts/setup.sh`; "
         "`apt-get install wrk` for the load generator).\n"
         f"{MARK_END}"
