@@ -735,10 +735,13 @@ def test_depends_verifier_verify_is_refused_with_what_to_write(attribute):
         JWTBearer(verifier).install(app)
 
 
-def test_depends_verifier_verify_stops_the_app_at_startup():
+@pytest.mark.parametrize("setup", ["lifespan", "install-first"])
+def test_depends_verifier_verify_stops_the_app_at_startup(setup):
     verifier = make_verifier()
     auth = JWTBearer(verifier)
-    app = FastAPI(lifespan=auth.lifespan)
+    app = FastAPI(lifespan=auth.lifespan) if setup == "lifespan" else FastAPI()
+    if setup == "install-first":
+        auth.install(app)  # the route below comes later: the startup check finds it
 
     @app.get("/x")
     def x(claims: Annotated[Claims, Depends(verifier.verify)]) -> Claims:
