@@ -30,6 +30,7 @@ hop to a worker thread. This is the only module of ``grelmicro.jwt`` that
 imports FastAPI.
 """
 
+import copy
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -212,6 +213,7 @@ class JWTBearer(SecurityBase):
             if url
             else HTTPBearerModel(bearerFormat="JWT", description=description)
         )
+        # The constructor options, for variants built by subclasses (DPoPBearer.optional).
         self._options: dict[str, Any] = {
             "realm": realm,
             "scheme_name": scheme_name,
@@ -406,8 +408,10 @@ class JWTBearer(SecurityBase):
         if not self.auto_error:
             return self
         if self._optional is None:
-            sibling = JWTBearer(self.verifier, auto_error=False, **self._options)
-            sibling.model = self.model
+            # A copy keeps whatever a subclass set up (DPoPBearer's proof checks).
+            sibling = copy.copy(self)
+            sibling.auto_error = False
+            sibling._models = {}
             self._optional = sibling
         return self._optional
 
@@ -438,9 +442,7 @@ class JWTBearer(SecurityBase):
                 failed = sorted(
                     {".".join(str(part) for part in error["loc"]) for error in exc.errors()}
                 )
-                logger.info(
-                    "token claims do not fit %s (fields: %s)", model.__name__, ", ".join(failed)
-                )
+                logger.info("token claims do not fit %s (fields: %r)", model.__name__, failed)
                 error = bearer._invalid_token("invalid-claim")
             if connection.scope["type"] == "websocket":
                 await bearer._close(connection, error)
