@@ -558,6 +558,19 @@ def test_optional_gives_none_to_anonymous_requests_only(client):
     assert 'error_description="expired"' in refused.headers["www-authenticate"]
 
 
+def test_optional_is_the_same_dependency_class_and_settings():
+    class Custom(JWTBearer):
+        extra = "kept"
+
+    auth = Custom(make_verifier(), realm="x", permissions=True)
+    optional = auth.optional
+    assert type(optional) is Custom
+    assert (optional.auto_error, auth.auto_error) == (False, True)
+    assert (optional.realm, optional.permissions, optional.extra) == ("x", True, "kept")
+    assert optional.optional is optional
+    assert auth.optional is optional
+
+
 def test_typed_claims(client):
     response = client.get("/profile", headers=bearer(mint(tenant=7)))
     assert response.status_code == 200
