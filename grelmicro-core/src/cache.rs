@@ -15,7 +15,9 @@
 //! deadline has passed before evicting live ones; nothing ever walks the
 //! table. A value is served only while `stored_at <= now < deadline`.
 
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Expired entries drained from the front per store, at most.
@@ -28,8 +30,43 @@ struct Entry<V> {
 }
 
 struct Table<V> {
-    map: HashMap<Box<[u8]>, Entry<V>>,
+    map: HashMap<Box<[u8]>, Entry<V>, TailHash>,
     order: VecDeque<Box<[u8]>>,
+}
+
+/// Bytes of a key that go into its hash: the last ones. A digest is hashed
+/// whole; a raw token (`cache_key="token"`) by its signature's tail, which
+/// only the key holder controls (rejected tokens are never stored), so
+/// hashing 400+ bytes per hit buys nothing. Equality still compares keys
+/// whole, and the hash is keyed (SipHash with random keys).
+const HASHED_TAIL: usize = 32;
+
+#[derive(Clone, Default)]
+struct TailHash(RandomState);
+
+impl BuildHasher for TailHash {
+    type Hasher = TailHasher;
+
+    fn build_hasher(&self) -> TailHasher {
+        TailHasher(self.0.build_hasher())
+    }
+}
+
+struct TailHasher(DefaultHasher);
+
+impl Hasher for TailHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0
+            .write(&bytes[bytes.len().saturating_sub(HASHED_TAIL)..]);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0.write_usize(n);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
 }
 
 /// A bounded, thread-safe map of cache keys to verified values.
@@ -43,7 +80,7 @@ impl<V> Cache<V> {
     pub fn new(max_size: usize) -> Self {
         Cache {
             table: RwLock::new(Table {
-                map: HashMap::new(),
+                map: HashMap::default(),
                 order: VecDeque::new(),
             }),
             max_size: max_size.max(1),
@@ -230,6 +267,19 @@ mod tests {
         gone.sort_unstable();
         assert_eq!(gone, vec![1, 2]);
         assert!(cache.is_empty() && cache.order_len() == 0);
+    }
+
+    #[test]
+    fn keys_sharing_a_tail_stay_apart() {
+        let cache = Cache::new(8);
+        let tail = [7u8; 40];
+        let a = [b"a".as_slice(), &tail].concat();
+        let b = [b"b".as_slice(), &tail].concat();
+        cache.insert(&a, 1, 50.0, 1.0);
+        cache.insert(&b, 2, 50.0, 1.0);
+        assert_eq!(cache.get(&a, 2.0, |v| *v), Some(1));
+        assert_eq!(cache.get(&b, 2.0, |v| *v), Some(2));
+        assert_eq!(cache.get(&tail, 2.0, |v| *v), None);
     }
 
     #[test]

@@ -8,13 +8,14 @@
 //! on GIL builds); only the payload's conversion into Python objects needs
 //! to be attached. Every class is frozen: rotation builds new objects.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use num_bigint::BigInt;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMappingProxy, PyString, PyTuple};
 
 use crate::algorithm::{Algorithm, Family};
 use crate::cache::Cache;
@@ -765,12 +766,23 @@ fn normalize_htu(uri: &str) -> Option<String> {
 }
 
 /// The verified-token cache (`cache.rs`), keyed by the token's SHA-256
-/// digest or by the token itself: `get` is the whole cache hit, one call.
+/// digest or by the token itself. `verify(token, now)` is the whole request
+/// in one call: a hit returns the stored claims; a miss calls the engine's
+/// `verify(token, now)` and the claims type, stores the result until its
+/// deadline and returns it, with the key computed once.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "TokenCache")]
 pub struct PyTokenCache {
-    inner: Cache<Py<PyAny>>,
+    inner: Arc<Cache<Py<PyAny>>>,
+    /// False for `max_size=0`: `verify` only verifies.
+    enabled: bool,
     digest_key: bool,
     max_token_size: usize,
+    ttl: f64,
+    max_age: Option<f64>,
+    /// `(engine.verify, claims type)`, when built for `verify`.
+    paths: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// `[hits, misses]` when counting was asked for.
+    counts: Option<Arc<[AtomicU64; 2]>>,
 }
 
 impl PyTokenCache {
@@ -786,18 +798,142 @@ impl PyTokenCache {
             f(bytes)
         })
     }
+
+    fn count(&self, miss: bool) {
+        if let Some(counts) = &self.counts {
+            counts[usize::from(miss)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// When verified claims stop being served: the earliest of `exp`,
+    /// `now + ttl` and `iat + max_age`; None (never stored) without a
+    /// numeric `exp` (or `iat` under `max_age`) or once already passed.
+    fn deadline(&self, payload: &Bound<'_, PyAny>, now: f64) -> PyResult<Option<f64>> {
+        let Ok(payload) = payload.cast::<PyDict>() else {
+            return Ok(None);
+        };
+        let Some(exp) = claim_time(payload, "exp")? else {
+            return Ok(None);
+        };
+        let mut deadline = exp.min(now + self.ttl);
+        if let Some(max_age) = self.max_age {
+            let Some(iat) = claim_time(payload, "iat")? else {
+                return Ok(None);
+            };
+            deadline = deadline.min(iat + max_age);
+        }
+        Ok((deadline > now).then_some(deadline))
+    }
+}
+
+/// A time claim as a float: exactly an int or a float (never a bool); an int
+/// too large for a float is +/- infinity.
+fn claim_time(payload: &Bound<'_, PyDict>, name: &str) -> PyResult<Option<f64>> {
+    let Some(value) = payload.get_item(name)? else {
+        return Ok(None);
+    };
+    if value.is_exact_instance_of::<PyFloat>() {
+        return value.extract().map(Some);
+    }
+    if !value.is_exact_instance_of::<PyInt>() {
+        return Ok(None);
+    }
+    Ok(Some(value.extract::<f64>().unwrap_or_else(|_| {
+        if value.lt(0).unwrap_or(false) {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }
+    })))
 }
 
 #[pymethods]
 impl PyTokenCache {
     #[new]
-    #[pyo3(signature = (max_size, *, digest_key, max_token_size))]
-    fn new(max_size: usize, digest_key: bool, max_token_size: usize) -> Self {
+    #[pyo3(signature = (
+        max_size, *, digest_key, max_token_size, ttl, max_age=None, verify=None, claims=None,
+        count=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        max_size: usize,
+        digest_key: bool,
+        max_token_size: usize,
+        ttl: f64,
+        max_age: Option<f64>,
+        verify: Option<Py<PyAny>>,
+        claims: Option<Py<PyAny>>,
+        count: bool,
+    ) -> Self {
         PyTokenCache {
-            inner: Cache::new(max_size),
+            inner: Arc::new(Cache::new(max_size)),
+            enabled: max_size > 0,
             digest_key,
             max_token_size,
+            ttl,
+            max_age,
+            paths: verify.zip(claims),
+            counts: count.then(|| Arc::new([AtomicU64::new(0), AtomicU64::new(0)])),
         }
+    }
+
+    /// A cache sharing this one's entries and counts, whose misses call
+    /// `verify` (keys were added: everything cached stays valid).
+    fn rebind(&self, py: Python<'_>, verify: Py<PyAny>) -> Self {
+        PyTokenCache {
+            inner: Arc::clone(&self.inner),
+            enabled: self.enabled,
+            digest_key: self.digest_key,
+            max_token_size: self.max_token_size,
+            ttl: self.ttl,
+            max_age: self.max_age,
+            paths: self
+                .paths
+                .as_ref()
+                .map(|(_, claims)| (verify, claims.clone_ref(py))),
+            counts: self.counts.clone(),
+        }
+    }
+
+    /// The claims for `token` at `now`: from the cache, else verified by the
+    /// engine (its errors propagate; nothing is stored then) and stored.
+    /// With `max_size=0` nothing is cached: `claims(verify(token, now))`.
+    fn verify(&self, py: Python<'_>, token: &Bound<'_, PyAny>, now: f64) -> PyResult<Py<PyAny>> {
+        let Some((verify, claims_type)) = &self.paths else {
+            return Err(PyTypeError::new_err(
+                "TokenCache built without verify= and claims=",
+            ));
+        };
+        if !self.enabled {
+            let payload = verify.bind(py).call1((token, now))?;
+            return Ok(claims_type.bind(py).call1((payload,))?.unbind());
+        }
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        if bytes.len() > self.max_token_size {
+            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+        }
+        let digest;
+        let key: &[u8] = if self.digest_key {
+            digest = digest::sha256(bytes);
+            &digest
+        } else {
+            bytes
+        };
+        if let Some(hit) = self.inner.get(key, now, |v| v.clone_ref(py)) {
+            self.count(false);
+            return Ok(hit);
+        }
+        self.count(true);
+        let payload = verify.bind(py).call1((token, now))?;
+        let claims = claims_type.bind(py).call1((&payload,))?;
+        if let Some(deadline) = self.deadline(&payload, now)? {
+            // What left the cache is dropped here, after the lock is released.
+            drop(
+                self.inner
+                    .insert(key, claims.clone().unbind(), deadline, now),
+            );
+        }
+        Ok(claims.unbind())
     }
 
     /// The value stored for `token` if `stored_at <= now < deadline`, else
@@ -811,15 +947,18 @@ impl PyTokenCache {
         self.with_key(token, |key| self.inner.get(key, now, |v| v.clone_ref(py)))
     }
 
-    /// Remembers `value` for `token` until `deadline` (never if it has passed).
+    /// Remembers `value`, verified from `payload`, for `token` until the
+    /// payload's deadline (see `verify`).
     fn store(
         &self,
         token: &Bound<'_, PyAny>,
         value: Py<PyAny>,
-        deadline: f64,
+        payload: &Bound<'_, PyAny>,
         now: f64,
     ) -> PyResult<()> {
-        // What left the cache is dropped here, after the lock is released.
+        let Some(deadline) = self.deadline(payload, now)? else {
+            return Ok(());
+        };
         drop(self.with_key(token, |key| self.inner.insert(key, value, deadline, now))?);
         Ok(())
     }
@@ -827,6 +966,14 @@ impl PyTokenCache {
     /// Drops every entry.
     fn clear(&self) {
         drop(self.inner.clear());
+    }
+
+    /// `(hits, misses)` of `verify` when built with `count=True`, else None.
+    #[getter]
+    fn counts(&self) -> Option<(u64, u64)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed)))
     }
 
     /// For tests: `(deadline, value, stored_at)` stored for `token`, or None.

@@ -3,12 +3,14 @@
 The table lives in the core (``TokenCache``): a map from the cache key (the
 SHA-256 digest of the token by default, or the token itself) to the verified
 claims, with a deadline per entry and a first-in first-out order. A hit is
-one call, ``get(token, now)``: the core computes the key, reads the entry
+one call, ``verify(token, now)``: the core computes the key, reads the entry
 under a read lock that hits share (a hit never waits for another hit) and
 returns the claims while ``stored_at <= now < deadline`` (a clock that goes
-back, or a ``now=`` from the past, misses and lets the core decide). Stores
-evict oldest-first, draining entries whose deadline has passed before
-evicting live ones. Nothing ever walks the table.
+back, or a ``now=`` from the past, misses and lets the core decide). A miss
+is the same call: it runs the engine's ``verify(token, now)`` and the claims
+type, and stores the result with the key already computed. Stores evict
+oldest-first, draining entries whose deadline has passed before evicting
+live ones. Nothing ever walks the table.
 
 Why not a ``dict``: on free-threaded CPython 3.13 a ``dict`` lookup from a
 thread other than the one that stored the key falls back to the dict's lock
@@ -23,6 +25,7 @@ unless only keys were added.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from grelmicro.jwt import _core
@@ -33,7 +36,7 @@ __all__ = ["TokenCache"]
 class TokenCache:
     """A bounded map of verified tokens to their claims."""
 
-    __slots__ = ("_max_age", "_table", "_ttl", "get", "max_size")
+    __slots__ = ("_table", "get", "max_size", "verify")
 
     def __init__(
         self,
@@ -43,19 +46,44 @@ class TokenCache:
         *,
         key: str = "digest",
         max_token_size: int = 8192,
+        verify: Callable[[str | bytes, float], dict[str, Any]] | None = None,
+        claims: Callable[[dict[str, Any]], Any] | None = None,
+        count: bool = False,
     ) -> None:
         self.max_size = max_size
-        self._ttl = ttl
-        self._max_age = max_age
         self._table = _core.TokenCache(
-            max_size, digest_key=key == "digest", max_token_size=max_token_size
+            max_size,
+            digest_key=key == "digest",
+            max_token_size=max_token_size,
+            ttl=ttl,
+            max_age=max_age,
+            verify=verify,
+            claims=claims,
+            count=count,
         )
-        #: ``get(token, now) -> claims | None``: the whole cache hit, one core call.
-        #: Raises ``CoreError`` for a token over the size cap or not str/bytes.
+        #: ``verify(token, now) -> claims``: a hit, or ``verify`` then ``claims``
+        #: and a store; one core call either way. Raises ``CoreError`` (and
+        #: whatever ``verify`` raises); ``TypeError`` when built without them.
+        self.verify = self._table.verify
+        #: ``get(token, now) -> claims | None``: a hit or None.
         self.get = self._table.get
 
     def __len__(self) -> int:
         return len(self._table)
+
+    def rebind(self, verify: Callable[[str | bytes, float], dict[str, Any]]) -> TokenCache:
+        """The same entries (and counts), served by another engine's ``verify``."""
+        other = object.__new__(TokenCache)
+        other.max_size = self.max_size
+        other._table = self._table.rebind(verify)
+        other.verify = other._table.verify
+        other.get = other._table.get
+        return other
+
+    @property
+    def counts(self) -> tuple[int, int] | None:
+        """``(hits, misses)`` of :attr:`verify` when built with ``count=True``."""
+        return self._table.counts
 
     @property
     def order_length(self) -> int:
@@ -64,20 +92,7 @@ class TokenCache:
 
     def store(self, token: str | bytes, claims: Any, payload: dict[str, Any], now: float) -> None:
         """Remember verified ``claims`` (of ``payload``) for ``token`` until their deadline."""
-        exp = payload.get("exp")
-        if type(exp) is not int and type(exp) is not float:
-            return  # no exp: never cached
-        deadline = now + self._ttl
-        if exp < deadline:
-            deadline = float(exp)
-        if self._max_age is not None:
-            iat = payload.get("iat")
-            if type(iat) is not int and type(iat) is not float:
-                return
-            if iat + self._max_age < deadline:
-                deadline = float(iat + self._max_age)
-        if deadline > now:
-            self._table.store(token, claims, deadline, now)
+        self._table.store(token, claims, payload, now)
 
     def clear(self) -> None:
         """Drop every entry."""

@@ -112,66 +112,26 @@ def _usable_time(now: object) -> bool:
     return True
 
 
-#: ``lookup(token, now) -> Claims | None``: the fast attempt (a cache hit, or
-#: the whole verification when there is no cache); raises ``CoreError``.
-Lookup = Callable[[str | bytes, float], Claims | None]
-#: ``miss(token, now) -> Claims``: verify in the core, remember, translate errors.
-Miss = Callable[[str | bytes, float], Claims]
+#: ``run(token, now) -> Claims``: the whole request for one engine and cache;
+#: raises ``CoreError`` for a refused token.
+Run = Callable[[str | bytes, float], Claims]
 
 
-def _build_paths(
-    engine: _core.Verifier,
-    cache: TokenCache | None,
-    hook: RejectHook | None,
-    counters: list[int] | None,
-) -> tuple[Lookup, Miss]:
-    """The two paths of ``verify`` for one engine, cache and configuration.
+def _build_run(engine: _core.Verifier, cache: TokenCache | None) -> Run:
+    """The body of ``verify`` for one engine and cache: one core call.
 
-    Per-engine values are bound as defaults, not closure cells: on
-    free-threaded CPython 3.13 every read of a closure cell takes the cell's
-    lock, which threads sharing a verifier then contend on (default values
-    are plain references copied into the frame).
+    With a cache, the core's ``TokenCache.verify``: a hit, or the engine's
+    verification, the claims and the store. Without, a table of size zero
+    whose ``verify`` is ``Claims(engine.verify(token, now))``: no Python
+    frame between ``verify`` and the core (on free-threaded 3.13 a closure
+    would also take a lock per cell read).
     """
-    if cache is None:
-
-        def verify_uncached(
-            token: str | bytes, now: float, /, core_verify: Any = engine.verify
-        ) -> Claims:
-            return Claims(core_verify(token, now))
-
-        return verify_uncached, verify_uncached  # never misses
-
-    def miss(
-        token: str | bytes,
-        now: float,
-        /,
-        core_verify: Any = engine.verify,
-        store: Any = cache.store,
-        core_error: Any = _core.CoreError,
-    ) -> Claims:
-        """The slow path: verify in the core, then remember the claims."""
-        try:
-            data = core_verify(token, now)
-        except core_error as exc:
-            # Raised straight from the handler, never through a local: a
-            # local would tie error -> traceback -> frame -> error into a
-            # reference cycle left for the garbage collector.
-            raise _rejected(exc, hook) from None
-        claims = Claims(data)
-        store(token, claims, data, now)
-        return claims
-
-    if counters is None:
-        return cache.get, miss
-
-    def counted(
-        token: str | bytes, now: float, /, get: Any = cache.get, counts: Any = counters
-    ) -> Claims | None:
-        claims: Claims | None = get(token, now)
-        counts[claims is None] += 1  # [hits, misses], approximate under threads
-        return claims
-
-    return counted, miss
+    if cache is not None:
+        return cache.verify
+    run: Run = _core.TokenCache(
+        0, digest_key=False, max_token_size=0, ttl=0.0, verify=engine.verify, claims=Claims
+    ).verify
+    return run
 
 
 class JWTVerifier:
@@ -203,9 +163,8 @@ class JWTVerifier:
         "_engine",
         "_hook",
         "_keys",
-        "_lookup",
-        "_miss",
         "_router",
+        "_run",
         "config",
     )
 
@@ -216,8 +175,7 @@ class JWTVerifier:
     _hook: RejectHook | None
     _counters: list[int] | None
     _router: KeyRouter | None
-    _lookup: Lookup
-    _miss: Miss
+    _run: Run
     _keys: tuple[_core.Key, ...]
 
     def __init__(
@@ -336,16 +294,16 @@ class JWTVerifier:
         if now is None:
             now = self._clock()
         try:
-            claims = self._lookup(token, now)
-            if claims is None:
-                return self._miss(token, now)
+            return self._run(token, now)
         except _core.CoreError as exc:
+            # Raised straight from the handler, never through a local: a
+            # local would tie error -> traceback -> frame -> error into a
+            # reference cycle left for the garbage collector.
             raise _rejected(exc, self._hook) from None
         except (TypeError, OverflowError):
             if _usable_time(now):
                 raise
             raise _reported(_core.invalid_now(now), self._hook) from None
-        return claims
 
     @classmethod
     def from_env(
@@ -439,25 +397,35 @@ class JWTVerifier:
     def _activate(self, engine: _core.Verifier, cache: TokenCache | None) -> None:
         """Point ``verify`` at ``engine`` and ``cache`` (a fresh one when None).
 
-        Requests read ``_lookup`` then ``_miss``; ``_miss`` is written first,
-        and each pairs one engine with one cache, so a result is only ever
-        stored in the cache of the engine that verified it. Call it holding
-        ``_ROTATION``.
+        ``verify`` reads one reference, ``_run``, bound to one engine and one
+        cache: a request sees the old keys or the new ones, and a result is
+        only ever stored in the cache of the engine that verified it. Call it
+        holding ``_ROTATION``.
         """
         config = self.config
-        if cache is None and config.cache_size:
-            cache = TokenCache(
-                config.cache_size,
-                config.cache_ttl,
-                config.max_age,
-                key=config.cache_key,
-                max_token_size=config.max_token_size,
-            )
-        lookup, miss = _build_paths(engine, cache, self._hook, self._counters)
+        if cache is not None:  # kept across an addition of keys: same table, new engine
+            cache = cache.rebind(engine.verify)
+        else:
+            old: TokenCache | None = getattr(self, "_cache", None)
+            counters = self._counters
+            if old is not None and counters is not None:
+                hits, misses = old.counts or (0, 0)
+                counters[0] += hits  # the retired caches' totals
+                counters[1] += misses
+            if config.cache_size:
+                cache = TokenCache(
+                    config.cache_size,
+                    config.cache_ttl,
+                    config.max_age,
+                    key=config.cache_key,
+                    max_token_size=config.max_token_size,
+                    verify=engine.verify,
+                    claims=Claims,
+                    count=counters is not None,
+                )
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
-        object.__setattr__(self, "_miss", miss)
-        object.__setattr__(self, "_lookup", lookup)
+        object.__setattr__(self, "_run", _build_run(engine, cache))
 
     def rotate(
         self,
@@ -555,9 +523,10 @@ class JWTVerifier:
         """Cache counters and size (counters are ``None`` unless ``cache_stats=True``)."""
         cache = self._cache
         counters = self._counters
+        hits, misses = (None if cache is None else cache.counts) or (0, 0)
         return CacheInfo(
-            hits=None if counters is None else counters[0],
-            misses=None if counters is None else counters[1],
+            hits=None if counters is None else counters[0] + hits,
+            misses=None if counters is None else counters[1] + misses,
             size=0 if cache is None else len(cache),
             max_size=self.config.cache_size,
         )

@@ -1,6 +1,6 @@
 """Type stub of the compiled module ``grelmicro_core._core``."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 __all__ = [
@@ -120,15 +120,38 @@ class Verifier:
 
 @final
 class TokenCache:
-    """The verified-token cache, keyed by the token's SHA-256 digest or the token itself."""
+    """The verified-token cache, keyed by the token's SHA-256 digest or the token itself.
 
-    def __new__(cls, max_size: int, *, digest_key: bool, max_token_size: int) -> TokenCache: ...
+    ``verify(token, now)`` is the whole request in one call: a hit returns the
+    stored claims; a miss calls ``verify`` and ``claims`` (given when built),
+    stores the result until its deadline and returns it.
+    """
+
+    def __new__(
+        cls,
+        max_size: int,
+        *,
+        digest_key: bool,
+        max_token_size: int,
+        ttl: float,
+        max_age: float | None = None,
+        verify: Callable[[str | bytes, float], Any] | None = None,
+        claims: Callable[[Any], Any] | None = None,
+        count: bool = False,
+    ) -> TokenCache: ...
+    def rebind(self, verify: Callable[[str | bytes, float], Any]) -> TokenCache:
+        """A cache sharing this one's entries and counts, whose misses call ``verify``."""
+    def verify(self, token: str | bytes, now: float) -> Any:
+        """The claims for ``token`` at ``now``: from the cache, else verified and stored."""
     def get(self, token: str | bytes, now: float) -> Any:
         """The value stored for ``token`` if ``stored_at <= now < deadline``, else None."""
-    def store(self, token: str | bytes, value: Any, deadline: float, now: float) -> None:
-        """Remembers ``value`` for ``token`` until ``deadline`` (never if it has passed)."""
+    def store(self, token: str | bytes, value: Any, payload: Any, now: float) -> None:
+        """Remembers ``value``, verified from ``payload``, until the payload's deadline."""
     def clear(self) -> None:
         """Drops every entry."""
+    @property
+    def counts(self) -> tuple[int, int] | None:
+        """``(hits, misses)`` of ``verify`` when built with ``count=True``, else None."""
     def _entry(self, token: str | bytes) -> tuple[float, Any, float] | None:
         """For tests: ``(deadline, value, stored_at)`` stored for ``token``, or None."""
     def _keys(self) -> list[bytes]:
