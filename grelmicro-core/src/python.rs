@@ -781,6 +781,9 @@ pub struct PyTokenCache {
     max_age: Option<f64>,
     /// `(engine.verify, claims type)`, when built for `verify`.
     paths: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// Called by `verify` for the time when none is given (the caller's
+    /// clock, `time.time` by default: the core itself reads no clock).
+    clock: Option<Py<PyAny>>,
     /// `[hits, misses]` when counting was asked for.
     counts: Option<Arc<[AtomicU64; 2]>>,
 }
@@ -852,7 +855,7 @@ impl PyTokenCache {
     #[new]
     #[pyo3(signature = (
         max_size, *, digest_key, max_token_size, ttl, max_age=None, verify=None, claims=None,
-        count=false
+        clock=None, count=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -863,6 +866,7 @@ impl PyTokenCache {
         max_age: Option<f64>,
         verify: Option<Py<PyAny>>,
         claims: Option<Py<PyAny>>,
+        clock: Option<Py<PyAny>>,
         count: bool,
     ) -> Self {
         PyTokenCache {
@@ -873,6 +877,7 @@ impl PyTokenCache {
             ttl,
             max_age,
             paths: verify.zip(claims),
+            clock,
             counts: count.then(|| Arc::new([AtomicU64::new(0), AtomicU64::new(0)])),
         }
     }
@@ -891,6 +896,7 @@ impl PyTokenCache {
                 .paths
                 .as_ref()
                 .map(|(_, claims)| (verify, claims.clone_ref(py))),
+            clock: self.clock.as_ref().map(|c| c.clone_ref(py)),
             counts: self.counts.clone(),
         }
     }
@@ -898,11 +904,23 @@ impl PyTokenCache {
     /// The claims for `token` at `now`: from the cache, else verified by the
     /// engine (its errors propagate; nothing is stored then) and stored.
     /// With `max_size=0` nothing is cached: `claims(verify(token, now))`.
-    fn verify(&self, py: Python<'_>, token: &Bound<'_, PyAny>, now: f64) -> PyResult<Py<PyAny>> {
+    /// Without `now`, the time comes from `clock()`.
+    #[pyo3(signature = (token, now=None))]
+    fn verify(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+        now: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
         let Some((verify, claims_type)) = &self.paths else {
             return Err(PyTypeError::new_err(
                 "TokenCache built without verify= and claims=",
             ));
+        };
+        let now = match (now, &self.clock) {
+            (Some(now), _) => now,
+            (None, Some(clock)) => clock.bind(py).call0()?.extract()?,
+            (None, None) => return Err(PyTypeError::new_err("no now= and no clock")),
         };
         if !self.enabled {
             let payload = verify.bind(py).call1((token, now))?;

@@ -48,6 +48,7 @@ class TokenCache:
         max_token_size: int = 8192,
         verify: Callable[[str | bytes, float], dict[str, Any]] | None = None,
         claims: Callable[[dict[str, Any]], Any] | None = None,
+        clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> None:
         self.max_size = max_size
@@ -59,10 +60,12 @@ class TokenCache:
             max_age=max_age,
             verify=verify,
             claims=claims,
+            clock=clock,
             count=count,
         )
-        #: ``verify(token, now) -> claims``: a hit, or ``verify`` then ``claims``
-        #: and a store; one core call either way. Raises ``CoreError`` (and
+        #: ``verify(token, now=None) -> claims``: a hit, or ``verify`` then
+        #: ``claims`` and a store; one core call either way (``now`` defaults
+        #: to ``clock()``). Raises ``CoreError`` (and
         #: whatever ``verify`` raises); ``TypeError`` when built without them.
         self.verify = self._table.verify
         #: ``get(token, now) -> claims | None``: a hit or None.

@@ -112,12 +112,12 @@ def _usable_time(now: object) -> bool:
     return True
 
 
-#: ``run(token, now) -> Claims``: the whole request for one engine and cache;
-#: raises ``CoreError`` for a refused token.
-Run = Callable[[str | bytes, float], Claims]
+#: ``run(token, now) -> Claims``: the whole request for one engine and cache
+#: (``now=None``: the verifier's clock); raises ``CoreError`` for a refused token.
+Run = Callable[[str | bytes, float | None], Claims]
 
 
-def _build_run(engine: _core.Verifier, cache: TokenCache | None) -> Run:
+def _build_run(engine: _core.Verifier, cache: TokenCache | None, clock: Clock) -> Run:
     """The body of ``verify`` for one engine and cache: one core call.
 
     With a cache, the core's ``TokenCache.verify``: a hit, or the engine's
@@ -129,7 +129,13 @@ def _build_run(engine: _core.Verifier, cache: TokenCache | None) -> Run:
     if cache is not None:
         return cache.verify
     run: Run = _core.TokenCache(
-        0, digest_key=False, max_token_size=0, ttl=0.0, verify=engine.verify, claims=Claims
+        0,
+        digest_key=False,
+        max_token_size=0,
+        ttl=0.0,
+        verify=engine.verify,
+        claims=Claims,
+        clock=clock,
     ).verify
     return run
 
@@ -291,8 +297,6 @@ class JWTVerifier:
         Raises:
             TokenRejectedError: the token is refused (a subclass names why).
         """
-        if now is None:
-            now = self._clock()
         try:
             return self._run(token, now)
         except _core.CoreError as exc:
@@ -301,9 +305,10 @@ class JWTVerifier:
             # reference cycle left for the garbage collector.
             raise _rejected(exc, self._hook) from None
         except (TypeError, OverflowError):
-            if _usable_time(now):
+            when = self._clock() if now is None else now  # what the core was given
+            if _usable_time(when):
                 raise
-            raise _reported(_core.invalid_now(now), self._hook) from None
+            raise _reported(_core.invalid_now(when), self._hook) from None
 
     @classmethod
     def from_env(
@@ -421,11 +426,12 @@ class JWTVerifier:
                     max_token_size=config.max_token_size,
                     verify=engine.verify,
                     claims=Claims,
+                    clock=self._clock,
                     count=counters is not None,
                 )
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
-        object.__setattr__(self, "_run", _build_run(engine, cache))
+        object.__setattr__(self, "_run", _build_run(engine, cache, self._clock))
 
     def rotate(
         self,

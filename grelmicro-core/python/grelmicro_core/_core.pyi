@@ -137,12 +137,13 @@ class TokenCache:
         max_age: float | None = None,
         verify: Callable[[str | bytes, float], Any] | None = None,
         claims: Callable[[Any], Any] | None = None,
+        clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> TokenCache: ...
     def rebind(self, verify: Callable[[str | bytes, float], Any]) -> TokenCache:
         """A cache sharing this one's entries and counts, whose misses call ``verify``."""
-    def verify(self, token: str | bytes, now: float) -> Any:
-        """The claims for ``token`` at ``now``: from the cache, else verified and stored."""
+    def verify(self, token: str | bytes, now: float | None = None) -> Any:
+        """The claims for ``token`` at ``now`` (default: ``clock()``): cached, else verified."""
     def get(self, token: str | bytes, now: float) -> Any:
         """The value stored for ``token`` if ``stored_at <= now < deadline``, else None."""
     def store(self, token: str | bytes, value: Any, payload: Any, now: float) -> None:
