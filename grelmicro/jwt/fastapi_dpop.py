@@ -110,7 +110,6 @@ class DPoPBearer(JWTBearer):
             public_url = normal.rstrip("/")
         self.dpop = dpop
         self.public_url = public_url
-        self._dpop_options: dict[str, Any] = {"public_url": public_url}
         realm = options.get("realm")
         algs = " ".join(dpop.algorithms)
         realm_part = "" if realm is None else f'realm="{_quoted(realm, "realm")}", '
@@ -299,19 +298,3 @@ class DPoPBearer(JWTBearer):
             detail="Too many DPoP proofs are in flight; try again later.",
             headers={"Retry-After": str(self.retry_after)},
         )
-
-    # -- variants --------------------------------------------------------------------
-
-    @property
-    def optional(self) -> DPoPBearer:
-        """The same dependency, answering ``None`` to an anonymous request."""
-        if not self.auto_error:
-            return self
-        if self._optional is None:
-            sibling = DPoPBearer(
-                self.verifier, self.dpop, auto_error=False, **self._dpop_options, **self._options
-            )
-            sibling.model = self.model
-            sibling.scheme_name = self.scheme_name
-            self._optional = sibling
-        return self._optional  # type: ignore[return-value]
