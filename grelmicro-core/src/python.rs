@@ -781,6 +781,8 @@ pub struct PyTokenCache {
     max_age: Option<f64>,
     /// `(engine.verify, claims type)`, when built for `verify`.
     paths: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// The engine when it is this module's `Verifier`: called directly.
+    core: Option<Py<PyVerifier>>,
     /// Called by `verify` for the time when none is given (the caller's
     /// clock, `time.time` by default: the core itself reads no clock).
     clock: Option<Py<PyAny>>,
@@ -788,7 +790,28 @@ pub struct PyTokenCache {
     counts: Option<Arc<[AtomicU64; 2]>>,
 }
 
+/// The core `Verifier` behind a bound `verify` method, if that is what it is.
+fn core_of(verify: &Bound<'_, PyAny>) -> Option<Py<PyVerifier>> {
+    let engine = verify.getattr("__self__").ok()?;
+    engine.cast_into::<PyVerifier>().ok().map(Bound::unbind)
+}
+
 impl PyTokenCache {
+    /// The engine's `verify(token, now)`: the core's own verifier directly,
+    /// anything else (the network key router) through Python.
+    fn engine_verify<'py>(
+        &self,
+        verify: &Py<PyAny>,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = token.py();
+        match &self.core {
+            Some(core) => Ok(core.get().verify(py, token, now)?.into_any()),
+            None => verify.bind(py).call1((token, now)),
+        }
+    }
+
     /// Runs `f` on the cache key of `token`, after the verifier's size cap.
     fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
@@ -859,6 +882,7 @@ impl PyTokenCache {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         max_size: usize,
         digest_key: bool,
         max_token_size: usize,
@@ -876,6 +900,7 @@ impl PyTokenCache {
             max_token_size,
             ttl,
             max_age,
+            core: verify.as_ref().and_then(|v| core_of(v.bind(py))),
             paths: verify.zip(claims),
             clock,
             counts: count.then(|| Arc::new([AtomicU64::new(0), AtomicU64::new(0)])),
@@ -885,6 +910,7 @@ impl PyTokenCache {
     /// A cache sharing this one's entries and counts, whose misses call
     /// `verify` (keys were added: everything cached stays valid).
     fn rebind(&self, py: Python<'_>, verify: Py<PyAny>) -> Self {
+        let core = core_of(verify.bind(py));
         PyTokenCache {
             inner: Arc::clone(&self.inner),
             enabled: self.enabled,
@@ -896,6 +922,7 @@ impl PyTokenCache {
                 .paths
                 .as_ref()
                 .map(|(_, claims)| (verify, claims.clone_ref(py))),
+            core,
             clock: self.clock.as_ref().map(|c| c.clone_ref(py)),
             counts: self.counts.clone(),
         }
@@ -923,7 +950,7 @@ impl PyTokenCache {
             (None, None) => return Err(PyTypeError::new_err("no now= and no clock")),
         };
         if !self.enabled {
-            let payload = verify.bind(py).call1((token, now))?;
+            let payload = self.engine_verify(verify, token, now)?;
             return Ok(claims_type.bind(py).call1((payload,))?.unbind());
         }
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
@@ -942,7 +969,7 @@ impl PyTokenCache {
             return Ok(hit);
         }
         self.count(true);
-        let payload = verify.bind(py).call1((token, now))?;
+        let payload = self.engine_verify(verify, token, now)?;
         let claims = claims_type.bind(py).call1((&payload,))?;
         if let Some(deadline) = self.deadline(&payload, now)? {
             // What left the cache is dropped here, after the lock is released.
