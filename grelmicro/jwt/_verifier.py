@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, cast
+from typing import Annotated, Any, NoReturn, Protocol, cast
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
@@ -47,6 +47,28 @@ logger = logging.getLogger("grelmicro.jwt")
 _ROTATION = threading.Lock()
 
 Clock = Callable[[], float]
+
+
+class _NotADependency:
+    """Marks the token parameter of ``verify`` so FastAPI refuses it as a dependency.
+
+    ``Depends(verifier.verify)`` would make FastAPI read ``token`` (and ``now``)
+    from the query string. Building the route's parameter model asks this
+    marker for a pydantic schema, and it answers with a configuration error
+    that says what to write instead, when the route is declared.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: object) -> NoReturn:
+        raise ConfigurationError(
+            "Depends(verifier.verify) would read the token from the query string; write "
+            "auth = JWTBearer(verifier) (from grelmicro.jwt.fastapi) and use Depends(auth) "
+            "or Security(auth, scopes=[...])"
+        )
+
+
+#: ``str | bytes`` for type checkers; a refusal for FastAPI's dependency analysis.
+Token = Annotated[str | bytes, _NotADependency]
 RejectHook = Callable[[TokenRejectedError], None]
 
 
@@ -283,14 +305,15 @@ class JWTVerifier:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JWTVerifier is immutable; use rotate() to change keys")
 
-    def verify(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
+    def verify(self, token: Token, /, *, now: float | None = None) -> Claims:
         """Verify ``token`` and return its claims.
 
         Safe from any number of threads. A reference taken once
         (``check = verifier.verify``) follows :meth:`rotate` like the method.
 
         Args:
-            token: the compact JWS, as ``str`` or ``bytes`` (a header value).
+            token: the compact JWS, as ``str`` or ``bytes`` (without the
+                ``Bearer`` scheme of an ``Authorization`` header).
             now: the time to check against, in seconds since the epoch;
                 defaults to the verifier's clock.
 
@@ -462,7 +485,7 @@ class JWTVerifier:
         if self._router is not None:
             self._install_engine(self._router)
 
-    async def verify_async(self, token: str | bytes, /, *, now: float | None = None) -> Claims:
+    async def verify_async(self, token: Token, /, *, now: float | None = None) -> Claims:
         """Asynchronous :meth:`verify`; may await the key fetch the token needs.
 
         With network keys, a token naming an unknown ``kid`` (at most one
