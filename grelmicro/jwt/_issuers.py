@@ -25,7 +25,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
-from grelmicro.jwt._keys import Key, json_text
+from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = ["Issuer", "KeyRouter", "build_router"]
@@ -145,10 +145,6 @@ class Issuer:
         return f"Issuer({self.issuer!r}, {source})"
 
 
-def _identity(key_set: _core.KeySet) -> frozenset[tuple[str, str | None]]:
-    return frozenset((key.fingerprint, key.kid) for key in key_set.keys)
-
-
 class _Slot:
     """One issuer's current core verifier and where its keys come from."""
 
@@ -156,7 +152,7 @@ class _Slot:
         "__weakref__",
         "clock",
         "core",
-        "identity",
+        "keys",
         "name",
         "on_removed",
         "policy",
@@ -175,23 +171,25 @@ class _Slot:
         self.source = source
         self.clock = clock
         self.core: _core.Verifier | None = None
-        self.identity: frozenset[tuple[str, str | None]] = frozenset()
+        self.keys: tuple[_core.Key, ...] = ()
         self.on_removed: Callable[[], None] | None = None
 
     def install(self, key_set: _core.KeySet | None) -> None:
         """Take new keys from the source (None: the keys went past the bound).
 
-        The same keys change nothing; added keys keep the cache; a removed
-        key drops the cache (results it verified must stop verifying).
+        The same keys change nothing; added keys keep the cache unless they
+        change which key a cached token selects; a removed key drops the
+        cache (results it verified must stop verifying). The rule is
+        :func:`~grelmicro.jwt._keys.cache_survives`, the one ``rotate`` uses.
         """
         if key_set is None:
             self.core = None
-            self.identity = frozenset()
+            self.keys = ()
             if self.on_removed is not None:
                 self.on_removed()
             return
-        identity = _identity(key_set)
-        if self.core is not None and identity == self.identity:
+        keys = tuple(key_set.keys)
+        if self.core is not None and key_identity(keys) == key_identity(self.keys):
             return
         try:
             core = _core.Verifier(key_set, self.policy)
@@ -200,10 +198,11 @@ class _Slot:
                 "issuer %s: new keys not installed: %s", self.name, exc.args[1]
             )
             return
-        removed = bool(self.identity - identity)
+        # First keys of this slot: nothing it verified can be cached yet.
+        drop = self.core is not None and not cache_survives(self.keys, keys)
         self.core = core
-        self.identity = identity
-        if removed and self.on_removed is not None:
+        self.keys = keys
+        if drop and self.on_removed is not None:
             self.on_removed()
 
     def verify(self, token: str | bytes, now: float) -> dict[str, Any]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._config import AlgorithmName
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
-__all__ = ["Key"]
+__all__ = ["Key", "cache_survives", "key_identity"]
 
 _KNOWN = tuple(_core.algorithms())
 
@@ -150,3 +150,28 @@ def json_text(document: object, what: str) -> str | bytes:
         except (TypeError, ValueError):
             raise InvalidKeyError(f"{what} holds values that are not JSON") from None
     raise InvalidKeyError(f"a {what} must be a mapping or JSON text")
+
+
+def key_identity(keys: Sequence[_core.Key]) -> frozenset[tuple[str, str | None]]:
+    """What identifies a set of keys: each key's fingerprint with its ``kid``."""
+    return frozenset((key.fingerprint, key.kid) for key in keys)
+
+
+def cache_survives(old: Sequence[_core.Key], new: Sequence[_core.Key]) -> bool:
+    """Whether every result verified under ``old`` keys still holds under ``new``.
+
+    Not when a key was removed. Nor when an addition changes which key a
+    cached token selects: a kid-less key or a reused kid (a kid then names
+    two keys and becomes unusable), or a second key for an algorithm that had
+    exactly one (a token without kid, accepted when one key could verify it,
+    becomes ambiguous).
+    """
+    before, after = key_identity(old), key_identity(new)
+    if not before <= after:
+        return False
+    old_kids = {key.kid for key in old}
+    added = [key for key in new if (key.fingerprint, key.kid) not in before]
+    if None in old_kids or any(key.kid is None or key.kid in old_kids for key in added):
+        return False
+    algorithms = [key.algorithm for key in old]
+    return all(algorithms.count(key.algorithm) != 1 for key in added)

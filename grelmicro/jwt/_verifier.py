@@ -29,7 +29,7 @@ from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, CacheKey, JWTConfig
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
-from grelmicro.jwt._keys import Key, json_text
+from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -406,19 +406,19 @@ class JWTVerifier:
         Keys are compared by fingerprint and kid. The same keys change
         nothing (same engine, same cache). Added keys build a new engine and
         keep the cache when nothing cached can have changed meaning (see
-        :func:`_cache_survives`). Any removal starts a fresh cache, so no
+        :func:`~grelmicro.jwt._keys.cache_survives`). Any removal starts a fresh cache, so no
         result a removed key verified outlives it.
         """
         new_keys = tuple(key_set.keys)
         with _ROTATION:
             old_keys: tuple[_core.Key, ...] | None = getattr(self, "_keys", None)
-            if old_keys is not None and _identity(old_keys) == _identity(new_keys):
+            if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
             try:
                 core = _core.Verifier(key_set, self.config.policy())
             except _core.CoreError as exc:
                 _core.raise_translated(exc)
-            keep = old_keys is not None and _cache_survives(old_keys, new_keys)
+            keep = old_keys is not None and cache_survives(old_keys, new_keys)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
 
@@ -577,30 +577,6 @@ _KEY_ENV = (
     "PUBLIC_KEY_KID",
     "JWKS",
 )
-
-
-def _identity(keys: Sequence[_core.Key]) -> frozenset[tuple[str, str | None]]:
-    return frozenset((key.fingerprint, key.kid) for key in keys)
-
-
-def _cache_survives(old: Sequence[_core.Key], new: Sequence[_core.Key]) -> bool:
-    """Whether every result verified under ``old`` keys still holds under ``new``.
-
-    Not when a key was removed. Nor when an addition changes which key a
-    cached token selects: a kid-less key or a reused kid (a kid then names
-    two keys and becomes unusable), or a second key for an algorithm that had
-    exactly one (a token without kid, accepted when one key could verify it,
-    becomes ambiguous).
-    """
-    before, after = _identity(old), _identity(new)
-    if not before <= after:
-        return False
-    old_kids = {key.kid for key in old}
-    added = [key for key in new if (key.fingerprint, key.kid) not in before]
-    if None in old_kids or any(key.kid is None or key.kid in old_kids for key in added):
-        return False
-    algorithms = [key.algorithm for key in old]
-    return all(algorithms.count(key.algorithm) != 1 for key in added)
 
 
 def _key_set(

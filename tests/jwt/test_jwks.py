@@ -278,6 +278,28 @@ def test_rotation_that_adds_a_key_keeps_the_cache(
     verifier.close()
 
 
+def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
+    server: DocumentServer, k1: SigningKey
+) -> None:
+    # A kid-less token verifies while k1 is the only RS256 key (design.md §3).
+    # Once the provider adds a second RS256 key the same token is ambiguous:
+    # the cache must not keep serving the answer the old key set gave.
+    clock = FakeClock()
+    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock)
+    kid_less = mint(SigningKey("RS256", k1.material, None))
+    assert verifier.verify(kid_less)["sub"] == "user-1"
+    assert verifier.cache_info().size == 1
+    second_rs256 = private_key("RS256", kid="k1b", seed=13)
+    server.set(JWKS, document(k1, second_rs256), headers={"Cache-Control": "max-age=100"})
+    clock.now += 101
+    verifier.verify(mint(second_rs256, jti="trigger"))  # due: the refresh adds it
+    settle(verifier)
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(kid_less)
+    verifier.close()
+
+
 def test_withdrawn_key_stops_verifying_even_from_the_cache(
     server: DocumentServer, k1: SigningKey, k2: SigningKey
 ) -> None:
