@@ -33,7 +33,7 @@ imports FastAPI.
 import copy
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from http import HTTPStatus
 from typing import Annotated, Any, TypeVar
@@ -95,6 +95,7 @@ _DETAILS = {
     "issuer": "The token's issuer is not trusted by this service.",
     "missing-claim": "The token lacks a required claim.",
     "invalid-claim": "A claim of the token has the wrong type or value.",
+    "dpop-binding": "The token is bound to a DPoP key; present it with the DPoP scheme.",
 }
 
 _RETRY_AFTER = 5
@@ -252,6 +253,10 @@ class JWTBearer(SecurityBase):
                 claims = await self._verify_refreshing(token)
             except TokenRejectedError as exc:
                 raise self._invalid_token(exc.reason) from None
+            if _is_bound(claims):
+                # A DPoP-bound token is never a bearer token (RFC 9449 §7.2):
+                # its holder must also prove possession of its key.
+                raise self._invalid_token("dpop-binding")
             if security_scopes.scopes:
                 self._check_scopes(claims, security_scopes.scopes)
         except BearerError as exc:
@@ -543,6 +548,12 @@ class JWTBearer(SecurityBase):
         if body["ready"]:
             return JSONResponse(body)
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(self.retry_after)})
+
+
+def _is_bound(claims: Claims) -> bool:
+    """Whether the token is sender-constrained with DPoP (``cnf.jkt``, RFC 9449 §6)."""
+    cnf = claims.get("cnf")
+    return isinstance(cnf, Mapping) and cnf.get("jkt") is not None
 
 
 def _has_query_token(query: bytes) -> bool:

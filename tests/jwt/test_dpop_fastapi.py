@@ -336,3 +336,27 @@ def test_optional_variant_keeps_the_dpop_rules():
     assert anonymous.json() == {"sub": None}
     assert bound_as_bearer.status_code == 401
     assert good.json() == {"sub": "user-1"}
+
+
+def test_a_plain_jwt_bearer_refuses_a_dpop_bound_token():
+    from grelmicro.jwt.fastapi import JWTBearer  # noqa: PLC0415
+
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    auth = JWTBearer(verifier, realm="api")
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/items")
+    def items(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    with serve(app) as client:
+        bound = client.get("/items", headers={"Authorization": f"Bearer {BOUND}"})
+        plain = client.get("/items", headers={"Authorization": f"Bearer {access_token(None)}"})
+
+    assert bound.status_code == 401
+    assert bound.headers["www-authenticate"] == (
+        'Bearer realm="api", error="invalid_token", error_description="dpop-binding"'
+    )
+    assert bound.json()["reason"] == "dpop-binding"
+    assert plain.status_code == 200
