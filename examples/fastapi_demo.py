@@ -4,6 +4,10 @@ Everything is embedded: an Ed25519 key is generated at start, its JWKS is
 served on 127.0.0.1, the service (``fastapi_service.py``) runs under uvicorn
 on 127.0.0.1, and an httpx client sends it a valid token, an expired one, a
 wrong-audience one, one lacking the scope and one with a forged signature.
+Then DPoP (RFC 9449): a client with its own P-256 key gets a token bound to
+it (``cnf.jkt``) and signs a proof for each request to ``/dpop/items``; the
+same proof sent twice, the token without a proof, and the token sent as a
+plain bearer token are refused.
 Each answer is printed: status line, ``WWW-Authenticate`` and body. Then the
 server stops. No network beyond the loopback interface.
 
@@ -12,11 +16,13 @@ Run: ``bash scripts/demo.sh`` (sets up first) or ``python examples/fastapi_demo.
 
 import asyncio
 import base64
+import hashlib
 import json
 import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,8 +31,10 @@ from typing import Any
 
 import httpx
 import uvicorn
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,6 +63,38 @@ def mint(key: Ed25519PrivateKey, **claims: Any) -> str:
     segments = [b64url(part) for part in parts]
     signing_input = ".".join(segments).encode()
     return f"{signing_input.decode()}.{b64url(key.sign(signing_input))}"
+
+
+class DPoPClient:
+    """A DPoP client: its own P-256 key, a proof signed for every request (RFC 9449 §4)."""
+
+    def __init__(self) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        numbers = self.key.public_key().public_numbers()
+        self.jwk = {
+            "kty": "EC",
+            "crv": "P-256",
+            "x": b64url(numbers.x.to_bytes(32, "big")),
+            "y": b64url(numbers.y.to_bytes(32, "big")),
+        }
+        # RFC 7638: the thumbprint the identity provider puts in cnf.jkt.
+        canonical = json.dumps(self.jwk, sort_keys=True, separators=(",", ":")).encode()
+        self.jkt = b64url(hashlib.sha256(canonical).digest())
+
+    def proof(self, method: str, url: str, token: str) -> str:
+        header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": self.jwk}
+        claims = {
+            "jti": uuid.uuid4().hex,
+            "htm": method,
+            "htu": url,
+            "iat": int(time.time()),
+            "ath": b64url(hashlib.sha256(token.encode()).digest()),
+        }
+        parts = [json.dumps(part, separators=(",", ":")).encode() for part in (header, claims)]
+        signing_input = ".".join(b64url(part) for part in parts).encode()
+        r, s = decode_dss_signature(self.key.sign(signing_input, ec.ECDSA(hashes.SHA256())))
+        signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        return f"{signing_input.decode()}.{b64url(signature)}"
 
 
 @contextmanager
@@ -123,6 +163,8 @@ async def run() -> int:
         ("token lacking the scope", mint(key, **base, scope="profile")),
         ("forged signature", mint(forger, **base, scope="read:items")),
     ]
+    holder = DPoPClient()
+    bound = mint(key, **base, scope="read:items", cnf={"jkt": holder.jkt})
 
     with serve_jwks({"keys": [public_jwk(key)]}) as jwks_url:
         verifier = build_verifier(jwks_url)
@@ -148,6 +190,22 @@ async def run() -> int:
                 for title, token in cases:
                     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
                     show(title, "GET", "/items", await client.get("/items", headers=headers))
+                url = f"http://127.0.0.1:{port}/dpop/items"
+                proof = holder.proof("GET", url, bound)
+                dpop_cases = [
+                    ("DPoP: bound token, fresh proof", {"DPoP": proof}),
+                    ("DPoP: the same proof again (replay)", {"DPoP": proof}),
+                    ("DPoP: stolen token, no proof", {}),
+                    ("DPoP: the bound token sent as a bearer token", None),
+                ]
+                for title, extra in dpop_cases:
+                    headers = (
+                        {"Authorization": f"Bearer {bound}"}
+                        if extra is None
+                        else {"Authorization": f"DPoP {bound}", **extra}
+                    )
+                    response = await client.get("/dpop/items", headers=headers)
+                    show(title, "GET", "/dpop/items", response)
         finally:
             server.should_exit = True
             await serving

@@ -2,8 +2,9 @@
 
 ``build_app(verifier)`` is the whole integration: one :class:`JWTBearer`,
 the key lifespan and RFC 9457 problem bodies (``auth.install``), a readiness
-route, and routes guarded with ``Depends``/``Security``. ``fastapi_demo.py``
-runs it under uvicorn with keys generated at start.
+route, and routes guarded with ``Depends``/``Security``. ``/dpop/items`` takes
+DPoP-bound tokens only (RFC 9449: a proof signed by the client's key on every
+request). ``fastapi_demo.py`` runs it under uvicorn with keys generated at start.
 """
 
 from typing import Annotated
@@ -11,8 +12,9 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Security, WebSocket
 from pydantic import BaseModel
 
-from grelmicro.jwt import Claims, JWTVerifier
+from grelmicro.jwt import Claims, DPoPVerifier, JWTVerifier
 from grelmicro.jwt.fastapi import JWTBearer
+from grelmicro.jwt.fastapi_dpop import DPoPBearer
 
 
 class Caller(BaseModel):
@@ -28,6 +30,17 @@ def build_app(verifier: JWTVerifier) -> FastAPI:
     app = FastAPI(title="grelmicro.jwt demo service")
     auth.install(app)  # keys loaded at startup, problem+json refusals
     app.add_api_route("/ready", auth.readiness, include_in_schema=False)
+
+    # DPoP-bound tokens only; the same verifier checks the access token.
+    dpop = DPoPBearer(verifier, DPoPVerifier("required"), realm="demo")
+
+    @app.get("/dpop/items")
+    def dpop_items(claims: Annotated[Claims, Security(dpop, scopes=["read:items"])]) -> dict:
+        return {
+            "owner": claims.subject,
+            "items": ["apple", "pear"],
+            "bound_to": claims["cnf"]["jkt"],
+        }
 
     @app.get("/health")
     def health() -> dict[str, str]:

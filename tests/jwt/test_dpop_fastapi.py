@@ -8,6 +8,8 @@ sides (the server's clocks and the proofs' ``iat``).
 
 import asyncio
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -360,3 +362,36 @@ def test_a_plain_jwt_bearer_refuses_a_dpop_bound_token():
     )
     assert bound.json()["reason"] == "dpop-binding"
     assert plain.status_code == 200
+
+
+def test_the_demo_exercises_its_dpop_route():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "fastapi_demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    blocks = {block.split("\n", 1)[0]: block for block in result.stdout.split("--- ")[1:]}
+    expected = {
+        "DPoP: bound token, fresh proof": ("HTTP/1.1 200 OK", '"bound_to":'),
+        "DPoP: the same proof again (replay)": (
+            "HTTP/1.1 401 Unauthorized",
+            'error="invalid_dpop_proof", error_description="dpop-replay"',
+        ),
+        "DPoP: stolen token, no proof": (
+            "HTTP/1.1 401 Unauthorized",
+            'error="invalid_dpop_proof", error_description="dpop-proof"',
+        ),
+        "DPoP: the bound token sent as a bearer token": (
+            "HTTP/1.1 401 Unauthorized",
+            'error="invalid_token", error_description="dpop-binding"',
+        ),
+    }
+    for title, (status, detail) in expected.items():
+        block = blocks[title]
+        assert "GET /dpop/items" in block
+        assert status in block, block
+        assert detail in block, block
