@@ -12,7 +12,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._config import AlgorithmName
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
-__all__ = ["Key", "cache_survives", "key_identity"]
+__all__ = ["Key"]  # cache_survives and key_identity: shared by _verifier and _issuers
 
 _KNOWN = tuple(_core.algorithms())
 
