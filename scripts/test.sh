@@ -10,6 +10,9 @@ log() { printf '\n=== %s\n' "$*"; }
 bash scripts/setup.sh
 PY="$ROOT/.venv/bin/python"
 
+log "OIDC test provider (npm oauth2-mock-server, pinned) for tests/jwt/test_jwks_oidc.py"
+bash scripts/setup-oidc.sh
+
 log "lint and type checks (ruff, mypy, stubtest, cargo fmt, clippy, workflows)"
 bash scripts/lint.sh
 
@@ -30,9 +33,6 @@ bash scripts/test-docs.sh
 
 log "every other interpreter this machine has, each against the wheels built for it"
 bash scripts/test-interpreters.sh
-
-log "OIDC test provider (npm oauth2-mock-server, pinned) for tests/jwt/test_jwks_oidc.py"
-bash scripts/setup-oidc.sh
 
 log "Python tests"
 # The free-threaded interpreter set up above also serves tests/core/test_freethreaded.py.
