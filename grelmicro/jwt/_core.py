@@ -7,11 +7,58 @@ table is complete.
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import NoReturn
 
 from grelmicro.jwt import errors
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def wanted_core_version() -> str | None:
+    """The ``grelmicro-core`` version this ``grelmicro`` was released with (its pin)."""
+    try:
+        requirements = importlib.metadata.requires("grelmicro") or []
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return None
+    for requirement in requirements:
+        match = re.match(r"grelmicro-core\s*==\s*([^;\s]+)", requirement)
+        if match:
+            return match.group(1)
+    return None
+
+
+def core_version_problem(installed: str | None, wanted: str | None) -> str | None:
+    """Why ``installed`` cannot serve a ``grelmicro`` that wants ``wanted``, or None.
+
+    Compatible: the same major and minor release and the same local label
+    (``+jwt``): a patch release of the core may follow its ``grelmicro``.
+    """
+    if installed is None or wanted is None:
+        return None
+
+    def line(version: str) -> tuple[str, str]:
+        release, _, label = version.partition("+")
+        return ".".join(release.split(".")[:2]), label
+
+    if line(installed) == line(wanted):
+        return None
+    return (
+        f"grelmicro {_distribution_version('grelmicro')} needs grelmicro-core {wanted} "
+        f"(or a {line(wanted)[0]}.x+{line(wanted)[1]} patch release), but grelmicro-core "
+        f"{installed} is installed. The name grelmicro-core on PyPI belongs to another "
+        "project: build the core from the grelmicro[jwt] source tree (maturin build "
+        "-m grelmicro-core/Cargo.toml) and install it with pip install --no-index"
+    )
+
 
 try:
     from grelmicro_core import (
@@ -36,11 +83,19 @@ try:
     )
     from grelmicro_core._core import _cache_key as cache_key
 except ImportError as exc:  # pragma: no cover - exercised by hand only
-    msg = (
-        "grelmicro.jwt needs its compiled core, the 'grelmicro-core' package built "
-        "for this interpreter. Install it with: pip install 'grelmicro[jwt]'"
+    _installed = _distribution_version("grelmicro-core")
+    _found = f" (grelmicro-core {_installed} is installed but cannot serve)" if _installed else ""
+    msg = core_version_problem(_installed, wanted_core_version()) or (
+        f"grelmicro.jwt needs its compiled core, grelmicro-core "
+        f"{wanted_core_version() or ''} built for this interpreter{_found}: build it from "
+        "the grelmicro[jwt] source tree (maturin build -m grelmicro-core/Cargo.toml) and "
+        "install it with pip install --no-index"
     )
     raise ImportError(msg) from exc
+
+_PROBLEM = core_version_problem(_distribution_version("grelmicro-core"), wanted_core_version())
+if _PROBLEM is not None:  # pragma: no cover - a mismatched install, tested through the function
+    raise ImportError(_PROBLEM)
 
 __all__ = [
     "KIND_TO_ERROR",

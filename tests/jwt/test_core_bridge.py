@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 from pathlib import Path
 
 import grelmicro_core
@@ -96,3 +97,36 @@ def test_bridge_re_exports_the_core_objects():
     assert _core.CoreError is grelmicro_core.CoreError
     assert _core.Verifier is grelmicro_core.Verifier
     assert _core.__version__ == grelmicro_core.__version__
+
+
+# -- which grelmicro-core serves this grelmicro ------------------------------------------------
+
+
+def test_the_installed_core_is_the_one_this_grelmicro_pins():
+    wanted = _core.wanted_core_version()
+    assert wanted is not None  # grelmicro is installed (editable or wheel) with its pin
+    assert wanted.endswith("+jwt")
+    assert _core.core_version_problem(importlib.metadata.version("grelmicro-core"), wanted) is None
+
+
+@pytest.mark.parametrize(
+    ("installed", "compatible"),
+    [
+        ("0.9.0+jwt", True),
+        ("0.9.7+jwt", True),  # a patch release of the core
+        ("0.1.5", False),  # the other project's grelmicro-core on PyPI
+        ("0.9.0", False),  # no local label: not built from this source
+        ("0.10.0+jwt", False),
+        ("1.9.0+jwt", False),
+    ],
+)
+def test_a_mismatched_core_is_named_with_both_versions(installed, compatible):
+    problem = _core.core_version_problem(installed, "0.9.0+jwt")
+
+    if compatible:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert f"grelmicro-core {installed} is installed" in problem
+        assert "needs grelmicro-core 0.9.0+jwt" in problem
+        assert "--no-index" in problem
