@@ -39,4 +39,5 @@ log "Python tests"
 if [ -x "$ROOT/.ft-venv/bin/python" ]; then
     export GRELMICRO_FT_PYTHON="$ROOT/.ft-venv/bin/python"
 fi
-"$PY" -m pytest -q
+# The docs snippets already ran in scripts/test-docs.sh above.
+"$PY" -m pytest -q --ignore=tests/test_docs_snippets.py
