@@ -11,13 +11,23 @@ fn fnv1a(hash: &mut u64, bytes: &[u8]) {
     }
 }
 
+/// Every `.rs` file under `dir`, as paths relative to `src` with `/`
+/// separators, so the hash is the same on every platform.
+fn sources(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    for entry in fs::read_dir(dir).expect("source directory").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, &format!("{prefix}{name}/"), out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(format!("{prefix}{name}"));
+        }
+    }
+}
+
 fn main() {
-    let mut names: Vec<String> = fs::read_dir("src")
-        .expect("src directory")
-        .filter_map(Result::ok)
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| Path::new(name).extension().is_some_and(|e| e == "rs"))
-        .collect();
+    let mut names = Vec::new();
+    sources(Path::new("src"), "", &mut names);
     names.sort();
     let mut hash = 0xcbf2_9ce4_8422_2325_u64;
     for name in &names {

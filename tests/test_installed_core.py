@@ -1,6 +1,6 @@
 """The imported ``grelmicro_core`` is the one built from this tree.
 
-``grelmicro-core/build.rs`` records an FNV-1a-64 hash of ``src/*.rs``; the
+``grelmicro-core/build.rs`` records an FNV-1a-64 hash of every ``.rs`` file under ``src/``; the
 same hash is computed here from the files on disk. A mismatch means the
 installed wheel is stale (rebuild it) or came from somewhere else.
 """
@@ -30,10 +30,11 @@ def _fnv1a(state: int, data: bytes) -> int:
 
 
 def source_hash(src: Path) -> str:
-    """The hash build.rs computes: for each ``*.rs`` in ``src`` sorted by name,
-    the name, a zero byte, the contents, a zero byte."""
+    """The hash build.rs computes: for each ``.rs`` file under ``src``, sorted
+    by its ``/``-separated path relative to ``src``, the path, a zero byte,
+    the contents, a zero byte."""
     state = FNV_OFFSET
-    for name in sorted(p.name for p in src.iterdir() if p.name.endswith(".rs")):
+    for name in sorted(p.relative_to(src).as_posix() for p in src.rglob("*.rs")):
         state = _fnv1a(state, name.encode() + b"\0")
         state = _fnv1a(state, (src / name).read_bytes() + b"\0")
     return f"{state:016x}"

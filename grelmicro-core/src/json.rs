@@ -3,7 +3,7 @@
 //! jiter does the lexing (UTF-8 validation, escapes, lone surrogates, exact
 //! integers); this module adds what a verifier needs on top: duplicate member
 //! names are refused, nesting depth is capped, and values are handed to a
-//! [`Builder`] so the same walk builds Python objects (in `python.rs`) or the
+//! [`Builder`] so the same walk builds Python objects (in `python/objects.rs`) or the
 //! plain Rust [`Value`] used by key parsing and the tests.
 
 use std::collections::HashSet;

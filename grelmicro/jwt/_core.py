@@ -122,28 +122,10 @@ __all__ = [
     "unverified_issuer",
 ]
 
+#: Core error kind -> class: every kind the core names is a ``reason`` of
+#: :data:`grelmicro.jwt.errors.REASONS` (a missing one fails at import).
 KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {
-    "malformed": errors.MalformedTokenError,
-    "too-large": errors.TokenTooLargeError,
-    "unsupported": errors.UnsupportedTokenError,
-    "algorithm": errors.AlgorithmNotAllowedError,
-    "unknown-key": errors.UnknownKeyError,
-    "signature": errors.InvalidSignatureError,
-    "expired": errors.ExpiredTokenError,
-    "not-yet-valid": errors.TokenNotYetValidError,
-    "issued-in-future": errors.TokenIssuedInFutureError,
-    "too-old": errors.TokenTooOldError,
-    "audience": errors.InvalidAudienceError,
-    "issuer": errors.InvalidIssuerError,
-    "missing-claim": errors.MissingClaimError,
-    "invalid-claim": errors.InvalidClaimError,
-    "type": errors.InvalidTokenTypeError,
-    "invalid-key": errors.InvalidKeyError,
-    "weak-key": errors.WeakKeyError,
-    "invalid-config": errors.ConfigurationError,
-    "dpop-proof": errors.DPoPProofError,
-    "dpop-replay": errors.DPoPReplayError,
-    "dpop-binding": errors.DPoPBindingError,
+    kind: errors.REASONS[kind] for kind in error_kinds()
 }
 
 

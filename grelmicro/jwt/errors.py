@@ -24,10 +24,13 @@ HTTP answers, as a service guarded by the verifier should give them:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import ClassVar
 
 __all__ = [
+    "REASONS",
     "AlgorithmNotAllowedError",
     "ClaimsRejectedError",
     "ConfigurationError",
@@ -310,3 +313,19 @@ class WeakKeyError(InvalidKeyError):
     """A key is too weak to trust: short HMAC secret, small RSA modulus (raised at build time)."""
 
     reason = "weak-key"
+
+
+def _classes(base: type[JWTError]) -> list[type[JWTError]]:
+    """``base`` and every class below it, parents first."""
+    found = [base]
+    for sub in base.__subclasses__():
+        found.extend(_classes(sub))
+    return found
+
+
+#: Every stable ``reason`` to its class: the one table the code, the tests and
+#: the documentation read (``reason`` of the base classes included: ``error``,
+#: ``rejected``, ``claims``). Read-only.
+REASONS: Mapping[str, type[JWTError]] = MappingProxyType(
+    {cls.reason: cls for cls in _classes(JWTError)}
+)

@@ -19,7 +19,9 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
 )
 
-ERROR_CLASSES: list[type[JWTError]] = [getattr(errors, name) for name in errors.__all__]
+ERROR_CLASSES: list[type[JWTError]] = [
+    getattr(errors, name) for name in errors.__all__ if isinstance(getattr(errors, name), type)
+]
 REJECTIONS = [cls for cls in ERROR_CLASSES if issubclass(cls, TokenRejectedError)]
 KEBAB = re.compile(r"^[a-z]+(-[a-z]+)*$")
 
@@ -313,3 +315,12 @@ def test_signature_failures_say_nothing_beyond_their_kind(asymmetric: SigningKey
 
     assert caught.value.reason == "signature"
     assert str(caught.value) == "signature verification failed"
+
+
+def test_reasons_table_names_every_error_class_once() -> None:
+    assert sorted(errors.REASONS.values(), key=lambda c: c.__name__) == sorted(
+        ERROR_CLASSES, key=lambda c: c.__name__
+    )
+    assert all(errors.REASONS[cls.reason] is cls for cls in ERROR_CLASSES)
+    with pytest.raises(TypeError):
+        errors.REASONS["expired"] = JWTError  # type: ignore[index]

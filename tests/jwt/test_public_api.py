@@ -22,6 +22,7 @@ USER_MODULES = [
 #: Listed in a module's ``__all__`` but deliberately not re-exported.
 NOT_RE_EXPORTED = {
     "ENV_PREFIX",  # the default of ``JWTVerifier.from_env(prefix=...)``, written out in its doc
+    "REASONS",  # the reason -> class table, read as ``grelmicro.jwt.errors.REASONS``
 }
 
 PUBLIC = grelmicro.jwt.__all__
@@ -88,8 +89,7 @@ def test_errors_are_exported_one_to_one():
         if isinstance(getattr(grelmicro.jwt, name), type)
         and issubclass(getattr(grelmicro.jwt, name), errors.JWTError)
     }
-
-    assert exported_errors == set(errors.__all__)
+    assert exported_errors == set(errors.__all__) - NOT_RE_EXPORTED
 
 
 def documented_members(obj: type) -> list[tuple[str, object]]:

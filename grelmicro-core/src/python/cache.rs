@@ -1,0 +1,309 @@
+//! `TokenCache`: the verified-token cache (`crate::cache`) around an engine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt};
+
+use super::verifier::PyVerifier;
+use super::{input_bytes, to_py};
+use crate::cache::Cache;
+use crate::error::ErrorKind;
+use crate::{digest, token};
+
+/// The verified-token cache (`cache.rs`), keyed by the token's SHA-256
+/// digest or by the token itself. `verify(token, now)` is the whole request
+/// in one call: a hit returns the stored claims; a miss calls the engine's
+/// `verify(token, now)` and the claims type, stores the result until its
+/// deadline and returns it, with the key computed once.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "TokenCache")]
+pub struct PyTokenCache {
+    inner: Arc<Cache<Py<PyAny>>>,
+    /// False for `max_size=0`: `verify` only verifies.
+    enabled: bool,
+    digest_key: bool,
+    max_token_size: usize,
+    ttl: f64,
+    max_age: Option<f64>,
+    /// `(engine.verify, claims type)`, when built for `verify`.
+    paths: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// The engine when it is this module's `Verifier`: called directly.
+    core: Option<Py<PyVerifier>>,
+    /// Called by `verify` for the time when none is given (the caller's
+    /// clock, `time.time` by default: the core itself reads no clock).
+    clock: Option<Py<PyAny>>,
+    /// `[hits, misses]` when counting was asked for.
+    counts: Option<Arc<[AtomicU64; 2]>>,
+}
+
+/// The core `Verifier` behind a bound `verify` method, if that is what it is.
+fn core_of(verify: &Bound<'_, PyAny>) -> Option<Py<PyVerifier>> {
+    let engine = verify.getattr("__self__").ok()?;
+    engine.cast_into::<PyVerifier>().ok().map(Bound::unbind)
+}
+
+impl PyTokenCache {
+    /// The engine's `verify(token, now)`: the core's own verifier directly,
+    /// anything else (the network key router) through Python.
+    fn engine_verify<'py>(
+        &self,
+        verify: &Py<PyAny>,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = token.py();
+        match &self.core {
+            Some(core) => Ok(core.get().verify(py, token, now)?.into_any()),
+            None => verify.bind(py).call1((token, now)),
+        }
+    }
+
+    /// Runs `f` on the cache key of `token`, after the verifier's size cap.
+    fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        if bytes.len() > self.max_token_size {
+            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+        }
+        Ok(if self.digest_key {
+            f(&digest::sha256(bytes))
+        } else {
+            f(bytes)
+        })
+    }
+
+    fn count(&self, miss: bool) {
+        if let Some(counts) = &self.counts {
+            counts[usize::from(miss)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// When verified claims stop being served: the earliest of `exp`,
+    /// `now + ttl` and `iat + max_age`; None (never stored) without a
+    /// numeric `exp` (or `iat` under `max_age`) or once already passed.
+    fn deadline(&self, payload: &Bound<'_, PyAny>, now: f64) -> PyResult<Option<f64>> {
+        let Ok(payload) = payload.cast::<PyDict>() else {
+            return Ok(None);
+        };
+        let Some(exp) = claim_time(payload, "exp")? else {
+            return Ok(None);
+        };
+        let mut deadline = exp.min(now + self.ttl);
+        if let Some(max_age) = self.max_age {
+            let Some(iat) = claim_time(payload, "iat")? else {
+                return Ok(None);
+            };
+            deadline = deadline.min(iat + max_age);
+        }
+        Ok((deadline > now).then_some(deadline))
+    }
+}
+
+/// A time claim as a float: exactly an int or a float (never a bool); an int
+/// too large for a float is +/- infinity.
+fn claim_time(payload: &Bound<'_, PyDict>, name: &str) -> PyResult<Option<f64>> {
+    let Some(value) = payload.get_item(name)? else {
+        return Ok(None);
+    };
+    if value.is_exact_instance_of::<PyFloat>() {
+        return value.extract().map(Some);
+    }
+    if !value.is_exact_instance_of::<PyInt>() {
+        return Ok(None);
+    }
+    Ok(Some(value.extract::<f64>().unwrap_or_else(|_| {
+        if value.lt(0).unwrap_or(false) {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        }
+    })))
+}
+
+#[pymethods]
+impl PyTokenCache {
+    #[new]
+    #[pyo3(signature = (
+        max_size, *, digest_key, max_token_size, ttl, max_age=None, verify=None, claims=None,
+        clock=None, count=false
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        max_size: usize,
+        digest_key: bool,
+        max_token_size: usize,
+        ttl: f64,
+        max_age: Option<f64>,
+        verify: Option<Py<PyAny>>,
+        claims: Option<Py<PyAny>>,
+        clock: Option<Py<PyAny>>,
+        count: bool,
+    ) -> Self {
+        PyTokenCache {
+            inner: Arc::new(Cache::new(max_size)),
+            enabled: max_size > 0,
+            digest_key,
+            max_token_size,
+            ttl,
+            max_age,
+            core: verify.as_ref().and_then(|v| core_of(v.bind(py))),
+            paths: verify.zip(claims),
+            clock,
+            counts: count.then(|| Arc::new([AtomicU64::new(0), AtomicU64::new(0)])),
+        }
+    }
+
+    /// A cache sharing this one's entries and counts, whose misses call
+    /// `verify` (keys were added: everything cached stays valid).
+    fn rebind(&self, py: Python<'_>, verify: Py<PyAny>) -> Self {
+        let core = core_of(verify.bind(py));
+        PyTokenCache {
+            inner: Arc::clone(&self.inner),
+            enabled: self.enabled,
+            digest_key: self.digest_key,
+            max_token_size: self.max_token_size,
+            ttl: self.ttl,
+            max_age: self.max_age,
+            paths: self
+                .paths
+                .as_ref()
+                .map(|(_, claims)| (verify, claims.clone_ref(py))),
+            core,
+            clock: self.clock.as_ref().map(|c| c.clone_ref(py)),
+            counts: self.counts.clone(),
+        }
+    }
+
+    /// The claims for `token` at `now`: from the cache, else verified by the
+    /// engine (its errors propagate; nothing is stored then) and stored.
+    /// With `max_size=0` nothing is cached: `claims(verify(token, now))`.
+    /// Without `now`, the time comes from `clock()`.
+    #[pyo3(signature = (token, now=None))]
+    fn verify(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+        now: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        let Some((verify, claims_type)) = &self.paths else {
+            return Err(PyTypeError::new_err(
+                "TokenCache built without verify= and claims=",
+            ));
+        };
+        let now = match (now, &self.clock) {
+            (Some(now), _) => now,
+            (None, Some(clock)) => clock.bind(py).call0()?.extract()?,
+            (None, None) => return Err(PyTypeError::new_err("no now= and no clock")),
+        };
+        if !self.enabled {
+            let payload = self.engine_verify(verify, token, now)?;
+            return Ok(claims_type.bind(py).call1((payload,))?.unbind());
+        }
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        if bytes.len() > self.max_token_size {
+            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+        }
+        let digest;
+        let key: &[u8] = if self.digest_key {
+            digest = digest::sha256(bytes);
+            &digest
+        } else {
+            bytes
+        };
+        if let Some(hit) = self.inner.get(key, now, |v| v.clone_ref(py)) {
+            self.count(false);
+            return Ok(hit);
+        }
+        self.count(true);
+        let payload = self.engine_verify(verify, token, now)?;
+        let claims = claims_type.bind(py).call1((&payload,))?;
+        if let Some(deadline) = self.deadline(&payload, now)? {
+            // What left the cache is dropped here, after the lock is released.
+            drop(
+                self.inner
+                    .insert(key, claims.clone().unbind(), deadline, now),
+            );
+        }
+        Ok(claims.unbind())
+    }
+
+    /// The value stored for `token` if `stored_at <= now < deadline`, else
+    /// None. A token that is not str/bytes or is over the size cap raises.
+    fn get(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+        now: f64,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        self.with_key(token, |key| self.inner.get(key, now, |v| v.clone_ref(py)))
+    }
+
+    /// Remembers `value`, verified from `payload`, for `token` until the
+    /// payload's deadline (see `verify`).
+    fn store(
+        &self,
+        token: &Bound<'_, PyAny>,
+        value: Py<PyAny>,
+        payload: &Bound<'_, PyAny>,
+        now: f64,
+    ) -> PyResult<()> {
+        let Some(deadline) = self.deadline(payload, now)? else {
+            return Ok(());
+        };
+        drop(self.with_key(token, |key| self.inner.insert(key, value, deadline, now))?);
+        Ok(())
+    }
+
+    /// Drops every entry.
+    fn clear(&self) {
+        drop(self.inner.clear());
+    }
+
+    /// `(hits, misses)` of `verify` when built with `count=True`, else None.
+    #[getter]
+    fn counts(&self) -> Option<(u64, u64)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c[0].load(Ordering::Relaxed), c[1].load(Ordering::Relaxed)))
+    }
+
+    /// For tests: `(deadline, value, stored_at)` stored for `token`, or None.
+    fn _entry(
+        &self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(f64, Py<PyAny>, f64)>> {
+        self.with_key(token, |key| {
+            self.inner.entry(key, |v, deadline, stored_at| {
+                (deadline, v.clone_ref(py), stored_at)
+            })
+        })
+    }
+
+    /// For tests: the stored keys (digests, or token bytes), oldest first.
+    fn _keys<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner
+            .keys()
+            .iter()
+            .map(|k| PyBytes::new(py, k))
+            .collect()
+    }
+
+    /// Length of the insertion order (bounded like the entries).
+    #[getter]
+    fn order_length(&self) -> usize {
+        self.inner.order_len()
+    }
+
+    /// The bound on the number of entries.
+    #[getter]
+    fn max_size(&self) -> usize {
+        self.inner.max_size()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}

@@ -1,0 +1,145 @@
+//! Decoded JSON into Python objects: arrays become tuples and nested objects
+//! read-only mapping proxies; common claim names are interned.
+
+use num_bigint::BigInt;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
+
+use crate::error::{Error, ErrorKind};
+use crate::json::Builder;
+
+/// Builds Python objects; arrays become tuples and nested objects read-only
+/// mapping proxies, so a verified payload shared between requests cannot be
+/// changed through its values.
+pub(super) struct PyBuilder<'py, 'a> {
+    pub(super) py: Python<'py>,
+    /// The configured issuers and audiences as Python strings, built once
+    /// and interned (immortal on 3.12+, so threads sharing them never
+    /// contend on their reference counts).
+    pub(super) issuers: &'a [Py<PyString>],
+    pub(super) audiences: &'a [Py<PyString>],
+}
+
+fn lost(_: PyErr) -> Error {
+    Error::new(ErrorKind::Malformed, "could not build the decoded value")
+}
+
+impl<'py> Builder for PyBuilder<'py, '_> {
+    type Value = Bound<'py, PyAny>;
+    type Key = Bound<'py, PyString>;
+    type Object = Bound<'py, PyDict>;
+
+    fn null(&mut self) -> BuildResult<Self::Value> {
+        Ok(self.py.None().into_bound(self.py))
+    }
+    fn boolean(&mut self, value: bool) -> BuildResult<Self::Value> {
+        Ok(PyBool::new(self.py, value).to_owned().into_any())
+    }
+    fn int(&mut self, value: i64) -> BuildResult<Self::Value> {
+        Ok(value
+            .into_pyobject(self.py)
+            .map_err(|e| match e {})?
+            .into_any())
+    }
+    fn big_int(&mut self, value: &BigInt) -> BuildResult<Self::Value> {
+        Ok(value.into_pyobject(self.py).map_err(lost)?.into_any())
+    }
+    fn float(&mut self, value: f64) -> BuildResult<Self::Value> {
+        Ok(PyFloat::new(self.py, value).into_any())
+    }
+    fn string(&mut self, value: &str) -> BuildResult<Self::Value> {
+        Ok(PyString::new(self.py, value).into_any())
+    }
+    fn array(&mut self, items: Vec<Self::Value>) -> BuildResult<Self::Value> {
+        Ok(PyTuple::new(self.py, items).map_err(lost)?.into_any())
+    }
+    fn key(&mut self, name: &str) -> BuildResult<Self::Key> {
+        Ok(claim_name(self.py, name))
+    }
+    fn known(&mut self, issuer: bool, index: usize, text: &str) -> BuildResult<Self::Value> {
+        let list = if issuer { self.issuers } else { self.audiences };
+        match list.get(index) {
+            Some(shared) => Ok(shared.bind(self.py).clone().into_any()),
+            None => self.string(text),
+        }
+    }
+    fn object(&mut self) -> BuildResult<Self::Object> {
+        Ok(PyDict::new(self.py))
+    }
+    fn insert(
+        &mut self,
+        object: &mut Self::Object,
+        key: Self::Key,
+        value: Self::Value,
+    ) -> BuildResult<bool> {
+        let before = object.len();
+        object.set_item(key, value).map_err(lost)?;
+        Ok(object.len() > before)
+    }
+    fn finish_object(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
+        Ok(PyMappingProxy::new(self.py, object.as_mapping()).into_any())
+    }
+    fn finish_root(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
+        Ok(object.into_any())
+    }
+}
+
+#[allow(non_camel_case_types)]
+type BuildResult<T> = crate::error::Result<T>;
+
+/// Claim names repeat from token to token. The common ones are interned
+/// once per process (a match and a reference count instead of a new string,
+/// and their hash is already known to the dict); others go through jiter's
+/// string cache. Measured on the canonical token under callgrind: the
+/// static table saves ~1,000 instructions per verification over the cache.
+fn claim_name<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyString> {
+    macro_rules! table {
+        ($($name:literal),* $(,)?) => {
+            match name {
+                $($name => pyo3::intern!(py, $name).clone(),)*
+                _ => jiter::cached_py_string(py, name),
+            }
+        };
+    }
+    table!(
+        "iss",
+        "sub",
+        "aud",
+        "exp",
+        "nbf",
+        "iat",
+        "jti",
+        "scope",
+        "scp",
+        "azp",
+        "client_id",
+        "email",
+        "email_verified",
+        "name",
+        "given_name",
+        "family_name",
+        "preferred_username",
+        "roles",
+        "groups",
+        "permissions",
+        "sid",
+        "auth_time",
+        "nonce",
+        "acr",
+        "amr",
+        "at_hash",
+        "typ",
+        "tid",
+        "oid",
+        "org_id",
+        "ver",
+        "cnf",
+        "act",
+        "may_act",
+        "entitlements",
+        "locale",
+        "zoneinfo",
+        "picture",
+        "updated_at",
+    )
+}

@@ -1,0 +1,103 @@
+//! `Verifier`: keys plus policy, the whole check in one call.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use super::keys::PyKeySet;
+use super::objects::PyBuilder;
+use super::policy::PyPolicy;
+use super::{input_bytes, to_py};
+use crate::algorithm::{Algorithm, Family};
+use crate::error::{Error, ErrorKind};
+use crate::token;
+use crate::verifier::Verifier as CoreVerifier;
+
+/// Keys plus policy; `verify(token, now)` does the whole check in one call.
+#[pyclass(frozen, module = "grelmicro_core._core", name = "Verifier")]
+pub struct PyVerifier {
+    inner: CoreVerifier,
+    issuers: Vec<Py<PyString>>,
+    audiences: Vec<Py<PyString>>,
+    /// Signature checks cheap enough that releasing the GIL costs more than
+    /// it frees (HMAC over small tokens) run attached.
+    detach_from: usize,
+}
+
+/// Tokens at least this long are verified detached even under HMAC.
+const HMAC_DETACH_BYTES: usize = 2048;
+
+#[pymethods]
+impl PyVerifier {
+    #[new]
+    fn new(py: Python<'_>, keys: &PyKeySet, policy: &PyPolicy) -> PyResult<Self> {
+        let inner =
+            CoreVerifier::new(Arc::clone(&keys.inner), Arc::clone(&policy.inner)).map_err(to_py)?;
+        let only_hmac = inner
+            .keys()
+            .keys()
+            .iter()
+            .all(|k| k.algorithm().family() == Family::Hmac);
+        let detach_from = if only_hmac { HMAC_DETACH_BYTES } else { 0 };
+        let shared = |names: &[String]| -> Vec<Py<PyString>> {
+            names
+                .iter()
+                .map(|n| PyString::intern(py, n).unbind())
+                .collect()
+        };
+        Ok(PyVerifier {
+            issuers: shared(policy.inner.issuers()),
+            audiences: shared(policy.inner.audiences()),
+            inner,
+            detach_from,
+        })
+    }
+
+    /// Verifies `token` at time `now` (seconds since the epoch) and returns
+    /// the payload as a dict (arrays as tuples, nested objects read-only).
+    pub(super) fn verify<'py>(
+        &self,
+        py: Python<'py>,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        let payload = if bytes.len() >= self.detach_from {
+            py.detach(|| self.inner.authenticate(bytes))
+        } else {
+            self.inner.authenticate(bytes)
+        }
+        .map_err(|err| to_py(token::explain(bytes, err)))?;
+        let mut builder = PyBuilder {
+            py,
+            issuers: &self.issuers,
+            audiences: &self.audiences,
+        };
+        // The top level stays a plain dict: the Python layer keeps it private.
+        let claims = self
+            .inner
+            .claims(&payload, &mut builder, now)
+            .map_err(to_py)?;
+        claims.cast_into::<PyDict>().map_err(|_| {
+            to_py(Error::new(
+                ErrorKind::Malformed,
+                "payload is not a JSON object",
+            ))
+        })
+    }
+
+    /// Algorithms this verifier accepts.
+    #[getter]
+    fn algorithms(&self) -> Vec<&'static str> {
+        Algorithm::ALL
+            .iter()
+            .filter(|a| self.inner.allows(**a))
+            .map(|a| a.name())
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Verifier(algorithms={:?})", self.algorithms())
+    }
+}
