@@ -67,7 +67,14 @@ def test_jwtverifier_parameter_table_matches_the_signature() -> None:
     text = (REFERENCE / "jwt.md").read_text(encoding="utf-8")
     table = text.split("## `JWTVerifier` parameters", 1)[1].split(":::", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    # ``**settings`` stands for the keys of JWTSettings (the config's fields).
     parameters = [
-        name for name in inspect.signature(grelmicro.jwt.JWTVerifier).parameters if name != "self"
+        name
+        for parameter in inspect.signature(grelmicro.jwt.JWTVerifier).parameters.values()
+        for name in (
+            list(grelmicro.jwt.JWTSettings.__annotations__)
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD
+            else [parameter.name]
+        )
     ]
     assert rows == parameters

@@ -18,7 +18,7 @@ Example:
 """
 
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._config import JWTConfig, JWTSettings
 from grelmicro.jwt._core import unverified_header as _unverified_header
 from grelmicro.jwt._dpop import DPoPNonces, DPoPVerifier, ReplayStore, jwk_thumbprint
 from grelmicro.jwt._issuers import Issuer
@@ -76,6 +76,7 @@ __all__ = [
     "Issuer",
     "JWTConfig",
     "JWTError",
+    "JWTSettings",
     "JWTVerifier",
     "Key",
     "KeySourceHealth",

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import AlgorithmName
+from grelmicro.jwt._config import AlgorithmName, check_flags
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
 __all__ = ["Key"]  # cache_survives and key_identity: shared by _verifier and _issuers
@@ -105,10 +105,7 @@ class Key:
         """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
         if algorithm is not None:
             _check_names(algorithm, None)
-        if not isinstance(allow_symmetric, bool):
-            raise ConfigurationError(
-                f"allow_symmetric must be True or False, not {type(allow_symmetric).__name__}"
-            )
+        check_flags(allow_symmetric=allow_symmetric)
         document = json_text(jwk, "JWK")
         try:
             return cls(_core.Key.jwk(document, algorithm, allow_symmetric=allow_symmetric))

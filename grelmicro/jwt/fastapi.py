@@ -53,6 +53,7 @@ from starlette.types import Scope
 from starlette.websockets import WebSocket, WebSocketState
 
 from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import (
     ConfigurationError,
@@ -197,9 +198,7 @@ class JWTBearer(SecurityBase):
                 "JWTBearer takes the JWTVerifier itself (JWTBearer(verifier)), "
                 f"not {type(verifier).__name__}"
             )
-        for name, flag in (("permissions", permissions), ("auto_error", auto_error)):
-            if not isinstance(flag, bool):
-                raise ConfigurationError(f"{name} must be True or False")
+        check_flags(permissions=permissions, auto_error=auto_error)
         if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 0:
             raise ConfigurationError("retry_after must be a whole number of seconds, 0 or more")
         self.verifier = verifier
