@@ -80,6 +80,8 @@ fn within(field: &str, value: f64) -> Result<()> {
 pub struct Policy {
     pub(crate) audiences: Vec<String>,
     pub(crate) issuers: Vec<String>,
+    /// Accepted authorized parties (`azp`, OIDC Core §2); empty: not checked.
+    pub(crate) azp: Vec<String>,
     /// `None`: the algorithms of the configured keys.
     pub(crate) algorithms: Option<u32>,
     pub(crate) leeway: f64,
@@ -109,6 +111,7 @@ pub struct PolicyOptions {
     pub audiences: Vec<String>,
     #[cfg_attr(feature = "python", pyo3(item("issuer")))]
     pub issuers: Vec<String>,
+    pub azp: Vec<String>,
     pub algorithms: Option<Vec<String>>,
     pub leeway: f64,
     pub required: Vec<String>,
@@ -131,6 +134,7 @@ impl Default for PolicyOptions {
         PolicyOptions {
             audiences: Vec::new(),
             issuers: Vec::new(),
+            azp: Vec::new(),
             algorithms: None,
             leeway: 0.0,
             required: vec!["exp".to_owned()],
@@ -194,6 +198,7 @@ impl Policy {
         for (field, values) in [
             ("audience", &options.audiences),
             ("issuer", &options.issuers),
+            ("azp", &options.azp),
         ] {
             if values.iter().any(String::is_empty) {
                 return Err(config(format!("{field} values must be non-empty strings")));
@@ -247,6 +252,7 @@ impl Policy {
         Ok(Policy {
             audiences: options.audiences,
             issuers: options.issuers,
+            azp: options.azp,
             algorithms,
             leeway: options.leeway,
             required_registered,
@@ -452,6 +458,43 @@ mod tests {
         let err = refuse("s3cr3t-passed-by-mistake");
         assert!(!err.message().contains("did you mean"), "{}", err.message());
         assert!(!err.message().contains("s3cr3t"), "{}", err.message());
+    }
+
+    #[test]
+    fn azp_when_set_must_be_present_and_one_of_the_parties() {
+        use crate::claims::decode;
+        use crate::json::ValueBuilder;
+        let check = |policy: &Policy, payload: &str| {
+            decode(payload.as_bytes(), policy, &mut ValueBuilder, 0.0).map(|_| ())
+        };
+        let parties = Policy::new(PolicyOptions {
+            azp: vec!["web".into(), "cli".into()],
+            required: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(check(&parties, r#"{"azp":"web"}"#).is_ok());
+        assert!(check(&parties, r#"{"azp":"cli","x":1}"#).is_ok());
+        let kind = |payload: &str| check(&parties, payload).unwrap_err().kind();
+        assert_eq!(kind(r#"{}"#), ErrorKind::MissingClaim);
+        assert_eq!(kind(r#"{"azp":"WEB"}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":["web"]}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":null}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":"web","azp":"x"}"#), ErrorKind::Malformed);
+        // Unset, azp is an ordinary claim of any shape.
+        let open = Policy::new(PolicyOptions {
+            required: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(check(&open, r#"{"azp":["any",1]}"#).is_ok());
+        assert!(check(&open, r#"{}"#).is_ok());
+        let err = Policy::new(PolicyOptions {
+            azp: vec![String::new()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.message().starts_with("azp "), "{}", err.message());
     }
 
     #[test]

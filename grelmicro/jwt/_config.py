@@ -68,7 +68,7 @@ NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 #: Settings given in seconds; a ``datetime.timedelta`` is accepted too.
 _SECONDS = ("leeway", "max_age", "cache_ttl")
 _INTEGERS = ("max_token_size", "max_depth", "cache_size")
-_LISTS = ("audience", "issuer", "algorithms", "required")
+_LISTS = ("audience", "issuer", "azp", "algorithms", "required")
 _BOOLEANS = ("require_exp",)
 #: Fields that configure the cache, not the core policy (``require_exp`` is
 #: folded into ``required``).
@@ -101,6 +101,9 @@ class JWTConfig(BaseModel):
     ``aud`` are rejected (RFC 7519 §4.1.3)."""
     issuer: tuple[NonEmpty, ...] = ()
     """Accepted issuers (exact match). Empty: ``iss`` is not checked."""
+    azp: tuple[NonEmpty, ...] = ()
+    """Accepted authorized parties (OIDC Core §2): when set, the token's
+    ``azp`` must be present and equal one of them. Empty: not checked."""
     algorithms: tuple[NonEmpty, ...] | None = None
     """Allowed algorithms. ``None``: the configured keys' own."""
     leeway: float = 0.0
@@ -150,7 +153,7 @@ class JWTConfig(BaseModel):
             required = ("exp", *required)
         return {**data, "required": required}
 
-    @field_validator("audience", "issuer", "required", mode="before")
+    @field_validator("audience", "issuer", "azp", "required", mode="before")
     @classmethod
     def _names(cls, value: object) -> object:
         value = _as_tuple(value)
@@ -292,6 +295,7 @@ class JWTSettings(TypedDict, total=False):
 
     audience: str | Sequence[str] | None
     issuer: str | Sequence[str] | None
+    azp: str | Sequence[str] | None
     algorithms: AlgorithmName | Sequence[AlgorithmName] | None
     leeway: float | timedelta | None
     require_exp: bool | None
