@@ -78,3 +78,29 @@ def test_jwtverifier_parameter_table_matches_the_signature() -> None:
         )
     ]
     assert rows == parameters
+
+
+def test_the_guide_reason_table_is_the_reasons_table() -> None:
+    # Every reason a caller can meet is listed once, with its class and the
+    # HTTP answer its family gives; only the two roots are never raised.
+    from grelmicro.jwt.errors import (  # noqa: PLC0415
+        REASONS,
+        JWTError,
+        KeysUnavailableError,
+        TokenRejectedError,
+    )
+
+    text = (REFERENCE.parent / "guide.md").read_text(encoding="utf-8")
+    table = text.split("| class | reason | HTTP |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([a-z-]+)`[^|]*\| ([^|]+) \|$", table, re.MULTILINE)
+    answers = {TokenRejectedError: "401", KeysUnavailableError: "503"}
+    raised = set(REASONS) - {JWTError.reason, TokenRejectedError.reason}
+
+    assert sorted(reason for _, reason, _ in rows) == sorted(raised)
+    for name, reason, answer in rows:
+        cls = REASONS[reason]
+        assert cls.__name__ == name
+        expected = next(
+            (code for base, code in answers.items() if issubclass(cls, base)), "build time only"
+        )
+        assert answer == expected, name

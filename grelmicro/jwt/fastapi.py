@@ -381,7 +381,7 @@ class JWTBearer(SecurityBase):
         return BearerError(
             503,
             error=None,
-            reason="keys-unavailable",
+            reason=KeysUnavailableError.reason,
             detail="The keys to verify tokens are unavailable; try again later.",
             headers={"Retry-After": str(self.retry_after)},
         )
