@@ -3,8 +3,9 @@
 Build one :class:`JWTVerifier` at startup and call ``verify(token)`` on every
 request. The work is done by the compiled core (``grelmicro-core``): strict
 compact-JWS parsing, key selection by ``kid`` and ``alg``, signature checks
-with aws-lc-rs and registered-claim checks, in one call with the GIL
-released. Verified tokens are cached until their ``exp`` (or ``cache_ttl``).
+with aws-lc-rs and registered-claim checks, in one call (signature checks
+with the GIL released, except HMAC over tokens below 2 KiB). Verified
+tokens are cached until their ``exp`` (or ``cache_ttl``).
 
 Example:
     >>> from grelmicro.jwt import JWTVerifier, Key
