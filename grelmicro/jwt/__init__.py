@@ -110,7 +110,4 @@ def unverified_header(token: str | bytes) -> dict[str, object]:
     """
     from grelmicro.jwt import _core  # noqa: PLC0415
 
-    try:
-        return _unverified_header(token)
-    except _core.CoreError as exc:
-        _core.raise_translated(exc)
+    return _core.call(_unverified_header, token)

@@ -263,10 +263,7 @@ class JWTConfig(BaseModel):
 
     def policy(self) -> _core.Policy:
         """The core policy object for these settings."""
-        try:
-            return _core.Policy(**self._policy_options())
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return _core.call(_core.Policy, **self._policy_options())
 
 
 class JWTSettings(TypedDict, total=False):

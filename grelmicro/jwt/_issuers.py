@@ -353,10 +353,7 @@ def _static_key_set(
 def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_Slot, int]:
     slot = _Slot(issuer.issuer, policy, None, clock)
     key_set = _static_key_set(issuer.issuer, issuer.keys, issuer.jwks, issuer.allow_symmetric)
-    try:
-        slot.core = _core.Verifier(key_set, policy)
-    except _core.CoreError as exc:
-        _core.raise_translated(exc)
+    slot.core = _core.call(_core.Verifier, key_set, policy)
     return slot, len(key_set)
 
 

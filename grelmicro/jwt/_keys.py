@@ -73,10 +73,7 @@ class Key:
     ) -> Key:
         """A shared HMAC secret, at least as long as the hash (32/48/64 bytes)."""
         _check_names(algorithm, kid)
-        try:
-            return cls(_core.Key.secret(secret, algorithm, kid))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.secret, secret, algorithm, kid))
 
     @classmethod
     def pem(cls, data: str | bytes, algorithm: AlgorithmName, *, kid: str | None = None) -> Key:
@@ -89,10 +86,7 @@ class Key:
         """
         _not_a_path(data)
         _check_names(algorithm, kid)
-        try:
-            return cls(_core.Key.pem(data, algorithm, kid))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.pem, data, algorithm, kid))
 
     @classmethod
     def jwk(
@@ -107,10 +101,7 @@ class Key:
             _check_names(algorithm, None)
         check_flags(allow_symmetric=allow_symmetric)
         document = json_text(jwk, "JWK")
-        try:
-            return cls(_core.Key.jwk(document, algorithm, allow_symmetric=allow_symmetric))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.jwk, document, algorithm, allow_symmetric=allow_symmetric))
 
     @property
     def algorithm(self) -> str:

@@ -386,10 +386,7 @@ class JWTVerifier:
             old_keys: tuple[_core.Key, ...] | None = getattr(self, "_keys", None)
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
-            try:
-                core = _core.Verifier(key_set, self.config.policy())
-            except _core.CoreError as exc:
-                _core.raise_translated(exc)
+            core = _core.call(_core.Verifier, key_set, self.config.policy())
             keep = old_keys is not None and cache_survives(old_keys, new_keys)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
