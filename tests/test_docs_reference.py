@@ -80,7 +80,8 @@ def test_jwtverifier_parameter_table_matches_the_signature() -> None:
     assert rows == parameters
 
 
-def test_the_guide_reason_table_is_the_reasons_table() -> None:
+@pytest.mark.parametrize("page", ["guide.md", "errors.md"])
+def test_the_reason_tables_are_the_reasons_table(page: str) -> None:
     # Every reason a caller can meet is listed once, with its class and the
     # HTTP answer its family gives; only the two roots are never raised.
     from grelmicro.jwt.errors import (  # noqa: PLC0415
@@ -90,9 +91,10 @@ def test_the_guide_reason_table_is_the_reasons_table() -> None:
         TokenRejectedError,
     )
 
-    text = (REFERENCE.parent / "guide.md").read_text(encoding="utf-8")
-    table = text.split("| class | reason | HTTP |", 1)[1].split("\n\n", 1)[0]
-    rows = re.findall(r"^\| `(\w+)` \| `([a-z-]+)`[^|]*\| ([^|]+) \|$", table, re.MULTILINE)
+    text = (REFERENCE.parent / page).read_text(encoding="utf-8")
+    table = re.split(r"^\| class \| `?reason`? \|.*$", text, maxsplit=1, flags=re.MULTILINE)[1]
+    table = table.split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([a-z-]+)`.*\| ([^|]+) \|$", table, re.MULTILINE)
     answers = {TokenRejectedError: "401", KeysUnavailableError: "503"}
     raised = set(REASONS) - {JWTError.reason, TokenRejectedError.reason}
 
@@ -101,6 +103,6 @@ def test_the_guide_reason_table_is_the_reasons_table() -> None:
         cls = REASONS[reason]
         assert cls.__name__ == name
         expected = next(
-            (code for base, code in answers.items() if issubclass(cls, base)), "build time only"
+            (code for base, code in answers.items() if issubclass(cls, base)), "build time"
         )
-        assert answer == expected, name
+        assert answer.startswith(expected), name
