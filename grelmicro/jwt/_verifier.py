@@ -175,7 +175,8 @@ class JWTVerifier:
 
     Keys come from ``keys`` (a list of :class:`Key`) or ``jwks`` (a JWKS
     document as a mapping or JSON text). Every other setting is a field of
-    :class:`JWTConfig`; pass them as keywords or pass ``config=``.
+    :class:`JWTConfig`; pass them as keywords (typed by :class:`JWTSettings`,
+    whose keys are exactly those fields) or pass ``config=``.
 
     ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
     :class:`TokenRejectedError` subclass. It is safe to call from any number
