@@ -27,9 +27,8 @@ struct Seen {
     iat: f64,
     issuer_ok: bool,
     audience_ok: bool,
-    /// `azp` was present (looked at only when the policy names parties).
-    azp_present: bool,
-    azp_ok: bool,
+    /// `azp`, when the policy names parties: `None` absent, else whether it is one.
+    azp: Option<bool>,
 }
 
 /// `name` is always a registered claim name, never text from the token.
@@ -176,8 +175,7 @@ pub fn decode<B: Builder>(
             }
             None if is_azp => {
                 let text = string_value(&mut jiter, "azp")?;
-                seen.azp_present = true;
-                seen.azp_ok = policy.azp.iter().any(|party| party == text);
+                seen.azp = Some(policy.azp.iter().any(|party| party == text));
                 builder.string(text)?
             }
             None => {
@@ -327,12 +325,13 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     }
     if !policy.azp.is_empty() {
-        if !seen.azp_present {
-            return Err(missing_claim("azp"));
-        }
-        if !seen.azp_ok {
-            return Err(invalid("azp", "one of the accepted authorized parties")
-                .detail("expected", Detail::Texts(policy.azp.clone())));
+        match seen.azp {
+            None => return Err(missing_claim("azp")),
+            Some(false) => {
+                return Err(invalid("azp", "one of the accepted authorized parties")
+                    .detail("expected", Detail::Texts(policy.azp.clone())))
+            }
+            Some(true) => {}
         }
     }
     Ok(())
