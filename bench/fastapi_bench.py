@@ -56,14 +56,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.requests import HTTPConnection
 
 from grelmicro.jwt import Claims, JWTVerifier, Key
+from grelmicro.jwt._demo import AUDIENCE, ISSUER, canonical_payload
 from grelmicro.jwt.fastapi import JWTBearer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmarks.md"
 MARK_BEGIN = "<!-- fastapi-bench:begin -->"
 MARK_END = "<!-- fastapi-bench:end -->"
-AUDIENCE = "https://api.example.com"
-ISSUER = "https://issuer.example.com/"
 LANES = {
     "/none": "no auth (reference)",
     "/noop": "a no-op dependency (FastAPI's own cost of one)",
@@ -97,21 +96,7 @@ def sign(private: Any, payload: dict[str, Any]) -> str:
 
 
 def canonical(now: int, **changes: Any) -> dict[str, Any]:
-    payload = {
-        "iss": ISSUER,
-        "sub": "user-1234567890",
-        "aud": AUDIENCE,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
-    payload.update(changes)
-    return payload
+    return {**canonical_payload(now), **changes}
 
 
 # -- the server process ------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gc
 import json
 import os
@@ -36,30 +35,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from grelmicro.jwt import JWTVerifier, Key
+from grelmicro.jwt._demo import AUDIENCE, ISSUER, b64url, canonical_payload
 
-ISS = "https://issuer.example.com/"
-AUD = "https://api.example.com"
 CALLS = 2000
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def canonical_payload(now: int) -> dict[str, Any]:
-    return {
-        "iss": ISS,
-        "sub": "user-1234567890",
-        "aud": AUD,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
 
 
 def signed(alg: str, sign: Callable[[bytes], bytes], now: int) -> bytes:
@@ -144,7 +122,9 @@ async def run(rounds: int) -> list[tuple[str, str, float, float, float]]:
     rows = []
     with ThreadPoolExecutor(max_workers=1) as pool:
         for label, key, token, cache_size in cases(now):
-            verifier = JWTVerifier(keys=[key], audience=AUD, issuer=ISS, cache_size=cache_size)
+            verifier = JWTVerifier(
+                keys=[key], audience=AUDIENCE, issuer=ISSUER, cache_size=cache_size
+            )
             assert verifier.verify(token).subject == "user-1234567890"
             timed = lanes(verifier, pool)
             samples: dict[str, list[float]] = {name: [] for name in timed}

@@ -22,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Annotated, Any, NoReturn, Protocol, cast
+
+from typing_extensions import Unpack
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, CacheKey, JWTConfig
+from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
@@ -36,7 +37,6 @@ from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
-    JWTError,
     KeysUnavailableError,
     TokenRejectedError,
     UnknownKeyError,
@@ -193,7 +193,8 @@ class JWTVerifier:
 
     Keys come from ``keys`` (a list of :class:`Key`) or ``jwks`` (a JWKS
     document as a mapping or JSON text). Every other setting is a field of
-    :class:`JWTConfig`; pass them as keywords or pass ``config=``.
+    :class:`JWTConfig`; pass them as keywords (typed by :class:`JWTSettings`,
+    whose keys are exactly those fields) or pass ``config=``.
 
     ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
     :class:`TokenRejectedError` subclass. It is safe to call from any number
@@ -242,43 +243,15 @@ class JWTVerifier:
         fetch: FetchOptions | None = None,
         allow_insecure_loopback: bool = False,
         allow_symmetric: bool = False,
-        audience: str | Sequence[str] | None = None,
-        issuer: str | Sequence[str] | None = None,
-        algorithms: AlgorithmName | Sequence[AlgorithmName] | None = None,
-        leeway: float | timedelta | None = None,
-        require_exp: bool | None = None,
-        required: Sequence[str] | None = None,
-        typ: str | None = None,
-        max_age: float | timedelta | None = None,
-        max_token_size: int | None = None,
-        max_depth: int | None = None,
-        cache_size: int | None = None,
-        cache_ttl: float | timedelta | None = None,
-        cache_key: CacheKey | None = None,
         config: JWTConfig | None = None,
         clock: Clock | None = None,
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
+        **settings: Unpack[JWTSettings],
     ) -> None:
-        given = {
-            name: value
-            for name, value in (
-                ("audience", audience),
-                ("issuer", issuer),
-                ("algorithms", algorithms),
-                ("leeway", leeway),
-                ("require_exp", require_exp),
-                ("required", required),
-                ("typ", typ),
-                ("max_age", max_age),
-                ("max_token_size", max_token_size),
-                ("max_depth", max_depth),
-                ("cache_size", cache_size),
-                ("cache_ttl", cache_ttl),
-                ("cache_key", cache_key),
-            )
-            if value is not None
-        }
+        # The setting keywords are JWTConfig's fields (JWTSettings): a
+        # misspelt one is refused by the config, naming the closest field.
+        given = {name: value for name, value in settings.items() if value is not None}
         _check_flags(
             allow_symmetric=allow_symmetric,
             allow_insecure_loopback=allow_insecure_loopback,
@@ -410,10 +383,7 @@ class JWTVerifier:
             old_keys: tuple[_core.Key, ...] | None = getattr(self, "_keys", None)
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
-            try:
-                core = _core.Verifier(key_set, self.config.policy())
-            except _core.CoreError as exc:
-                _core.raise_translated(exc)
+            core = _core.call(_core.Verifier, key_set, self.config.policy())
             keep = old_keys is not None and cache_survives(old_keys, new_keys)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
@@ -628,8 +598,3 @@ def _key_set(
         if (kid, reason) not in reported:
             logger.warning("key %r skipped: %s", kid, reason)
     return combined
-
-
-def is_rejection(error: JWTError) -> bool:
-    """Whether ``error`` refuses a token (401) rather than the service (5xx)."""
-    return isinstance(error, TokenRejectedError)

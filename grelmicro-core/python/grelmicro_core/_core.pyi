@@ -87,21 +87,17 @@ class KeySet:
 
 @final
 class Policy:
-    """A validated verification policy."""
+    """A validated verification policy.
 
-    def __new__(
-        cls,
-        *,
-        audience: Sequence[str] = ...,
-        issuer: Sequence[str] = ...,
-        algorithms: Sequence[str] | None = None,
-        leeway: float = 0.0,
-        required: Sequence[str] = ...,
-        typ: str | None = None,
-        max_age: float | None = None,
-        max_token_size: int = ...,
-        max_depth: int = ...,
-    ) -> Policy: ...
+    The keywords are the core's policy options (``audience``, ``issuer``,
+    ``algorithms``, ``leeway``, ``required``, ``typ``, ``max_age``,
+    ``max_token_size``, ``max_depth``, ...): the core owns their list, their
+    defaults and their ranges, and ``grelmicro.jwt.JWTConfig`` gives them
+    their Python types. An unknown keyword is a ``TypeError``; a value out of
+    range a ``CoreError`` of kind ``invalid-config`` naming the field.
+    """
+
+    def __new__(cls, **options: object) -> Policy: ...
     @property
     def max_token_size(self) -> int: ...
     @property
