@@ -26,10 +26,9 @@ from collections.abc import Callable
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from forge import Signer, spki_pem
 from grelmicro_core import Key
-
-from .mint import Signer, spki_pem
-from .support import NOW, verifier
+from support import NOW, verifier
 
 PHASE_SECONDS = 1.0
 MIN_RATIO = 3.0

@@ -16,10 +16,9 @@ import json
 from typing import Any
 
 import pytest
+from forge import Signer, generate, signer
 from grelmicro_core import Key, KeySet, Policy, Verifier
-
-from .mint import Signer, generate, signer
-from .support import FRESH, key_for, rejection, verifier
+from support import FRESH, key_for, rejection, verifier
 
 A = Signer("HS256", b"a" * 32)
 B = Signer("HS256", b"b" * 32)

@@ -11,11 +11,10 @@ import random
 import threading
 from typing import Any
 
+import forge
+from forge import Signer, generate, signer
 from grelmicro_core import Key, KeySet, Policy, Verifier
-
-from . import mint
-from .mint import Signer, generate, signer
-from .support import FRESH, NOW, key_for, rejection
+from support import FRESH, NOW, key_for, rejection
 
 ES_A = signer("ES256")
 ES_B = Signer("ES256", generate("ES256"))
@@ -44,7 +43,7 @@ def _tokens() -> list[str]:
         ES_A.mint(FRESH, header={"alg": "ES256", "kid": "zzz", "typ": "at+jwt"}),
         hs.mint(FRESH, header={"alg": "HS256", "kid": "h", "typ": "at+jwt"}),
         hs.mint(FRESH, header={"alg": "HS256", "kid": "a", "typ": "at+jwt"}),
-        mint.mint("HS256", mint.spki_pem(ES_A.private), FRESH, header={"alg": "HS256", "kid": "a"}),
+        forge.mint({"alg": "HS256", "kid": "a"}, FRESH, forge.spki_pem(ES_A.private)),
     ]
     # The same JSON header written in several byte forms, more than a handful.
     for spacing in range(8):

@@ -1,7 +1,7 @@
 """Shared fixtures for the ``grelmicro.jwt`` tests.
 
 Time is pinned: every verification passes ``now=NOW`` (or a fake clock), so
-no test depends on the wall clock. Tokens are minted by :mod:`minting` with
+no test depends on the wall clock. Tokens are minted by :mod:`forge` with
 ``cryptography`` directly, never with the code under test.
 """
 
@@ -11,14 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minting import ASYMMETRIC, NOW, SECRET, FakeClock, SigningKey, hmac_key, private_key
+from forge import ASYMMETRIC, NOW, SECRET, Signer, hmac_key, private_key
+from support import FakeClock
 
 from grelmicro.jwt import JWTVerifier, Key
 
 
 @pytest.fixture
-def signer() -> SigningKey:
-    """The HS256 key whose secret is :data:`minting.SECRET`."""
+def signer() -> Signer:
+    """The HS256 key whose secret is :data:`forge.SECRET`."""
     return hmac_key()
 
 
@@ -38,7 +39,7 @@ def make_verifier() -> Callable[..., JWTVerifier]:
 
 
 @pytest.fixture
-def token(signer: SigningKey) -> Callable[..., str]:
+def token(signer: Signer) -> Callable[..., str]:
     """Mint an HS256 token; ``exp`` defaults to an hour after :data:`NOW`."""
 
     def mint(**claims: Any) -> str:
@@ -50,10 +51,24 @@ def token(signer: SigningKey) -> Callable[..., str]:
 
 
 @pytest.fixture(params=ASYMMETRIC)
-def asymmetric(request: pytest.FixtureRequest) -> SigningKey:
+def asymmetric(request: pytest.FixtureRequest) -> Signer:
     """One signing key per asymmetric algorithm family."""
     algorithm: str = request.param
     return private_key(algorithm, kid=f"{algorithm.lower()}-1")
+
+
+#: The three cache set-ups every cache-sensitive behaviour is checked under.
+CACHE_MODES = {
+    "uncached": {"cache_size": 0},
+    "digest": {"cache_key": "digest"},
+    "token": {"cache_key": "token"},
+}
+
+
+@pytest.fixture(params=list(CACHE_MODES))
+def cache_mode(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Each behaviour holds with the cache off, keyed by digest, keyed by token."""
+    return dict(CACHE_MODES[request.param])
 
 
 @pytest.fixture

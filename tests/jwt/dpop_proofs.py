@@ -1,7 +1,7 @@
 """Mint DPoP proofs (RFC 9449) and DPoP-bound access tokens by hand, for the tests.
 
 Independent of ``grelmicro``: proofs are signed with ``cryptography`` through
-:mod:`minting`, and the RFC 7638 thumbprint is computed here with
+:mod:`forge`, and the RFC 7638 thumbprint is computed here with
 :mod:`hashlib` and :mod:`json`, so the core is checked against another
 implementation of both RFCs.
 """
@@ -13,7 +13,7 @@ import json
 import uuid
 from typing import Any
 
-from minting import NOW, SigningKey, b64url, compact_json, hmac_key, private_key
+from forge import NOW, Signer, b64url, hmac_key, private_key
 
 #: Proof algorithms the tests cover (RFC 9449 names asymmetric JWS algorithms).
 PROOF_ALGORITHMS = ("ES256", "ES384", "PS256", "RS256", "EdDSA")
@@ -45,7 +45,7 @@ class ProofSigner:
     """A client's DPoP key: signs proofs and names itself in ``cnf.jkt``."""
 
     def __init__(self, algorithm: str = "ES256", *, seed: int = 0) -> None:
-        self.key: SigningKey = private_key(algorithm, seed=seed)
+        self.key: Signer = private_key(algorithm, seed=seed)
         self.algorithm = algorithm
         public = self.key.public_jwk()
         self.jwk = {name: value for name, value in public.items() if name not in {"alg", "use"}}
@@ -81,10 +81,10 @@ class ProofSigner:
         for name in drop:
             head.pop(name, None)
             body.pop(name, None)
-        return self.key.mint_raw(compact_json(head), compact_json(body))
+        return self.key.mint(body, header=head)
 
 
-#: The issuer of the access tokens (HS256 over :data:`minting.SECRET`).
+#: The issuer of the access tokens (HS256 over :data:`forge.SECRET`).
 ISSUER = hmac_key()
 
 

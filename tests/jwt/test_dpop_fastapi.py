@@ -24,7 +24,7 @@ from fastapi import Depends, FastAPI, Security
 pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
 
 from dpop_proofs import ProofSigner, access_token
-from minting import NOW, SECRET, tamper
+from forge import NOW, SECRET, tamper
 
 from grelmicro.jwt import (
     Claims,

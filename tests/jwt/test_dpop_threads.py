@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from minting import NOW, SECRET
+from forge import NOW, SECRET
 
 from grelmicro.jwt import DPoPReplayError, DPoPVerifier, JWTVerifier, Key, ReplayStore
 

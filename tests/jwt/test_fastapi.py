@@ -22,7 +22,7 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
-from minting import NOW, SECRET, hmac_key, private_key, tamper
+from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect

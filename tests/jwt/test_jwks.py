@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from minting import NOW, FakeClock, SigningKey, private_key
+from forge import NOW, Signer, private_key
 from servers import DocumentServer, make_tls
+from support import FakeClock
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -48,11 +49,11 @@ FAST = FetchOptions(
 )
 
 
-def document(*keys: SigningKey) -> dict[str, Any]:
+def document(*keys: Signer) -> dict[str, Any]:
     return {"keys": [key.public_jwk() for key in keys]}
 
 
-def mint(key: SigningKey, iss: str = "https://idp.example.com/", **claims: Any) -> str:
+def mint(key: Signer, iss: str = "https://idp.example.com/", **claims: Any) -> str:
     return key.mint({"iss": iss, "aud": AUD, "sub": "user-1", "exp": NOW + 3600, **claims})
 
 
@@ -71,12 +72,12 @@ def server() -> Iterator[DocumentServer]:
 
 
 @pytest.fixture
-def k1() -> SigningKey:
+def k1() -> Signer:
     return private_key("RS256", kid="k1", seed=11)
 
 
 @pytest.fixture
-def k2() -> SigningKey:
+def k2() -> Signer:
     return private_key("ES256", kid="k2", seed=12)
 
 
@@ -147,7 +148,7 @@ def test_fetch_options_are_checked(options: dict[str, Any]) -> None:
         FetchOptions(**options)
 
 
-def test_building_makes_no_request(server: DocumentServer, k1: SigningKey) -> None:
+def test_building_makes_no_request(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, document(k1))
     verifier = network_verifier(server, FakeClock())
     assert server.count(JWKS) == 0
@@ -158,7 +159,7 @@ def test_building_makes_no_request(server: DocumentServer, k1: SigningKey) -> No
 # -- loading, TLS, freshness -------------------------------------------------
 
 
-def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: SigningKey) -> None:
+def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, document(k1))
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
@@ -171,7 +172,7 @@ def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: SigningKey
     verifier.close()
 
 
-def test_https_with_a_client_that_trusts_the_test_ca(k1: SigningKey) -> None:
+def test_https_with_a_client_that_trusts_the_test_ca(k1: Signer) -> None:
     tls = make_tls()
     server = DocumentServer(tls=tls.server).start()
     try:
@@ -208,7 +209,7 @@ def test_https_with_a_client_that_trusts_the_test_ca(k1: SigningKey) -> None:
     ],
 )
 def test_cache_control_sets_expiry_within_bounds(
-    server: DocumentServer, k1: SigningKey, headers: dict[str, str], expected_ttl: int
+    server: DocumentServer, k1: Signer, headers: dict[str, str], expected_ttl: int
 ) -> None:
     server.set(JWKS, document(k1), headers=headers)
     verifier = network_verifier(server, FakeClock())
@@ -218,7 +219,7 @@ def test_cache_control_sets_expiry_within_bounds(
 
 
 def test_expired_keys_refresh_in_the_background_while_requests_go_on(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     clock = FakeClock()
     server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
@@ -241,14 +242,14 @@ def test_expired_keys_refresh_in_the_background_while_requests_go_on(
 
 
 def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     server.set(JWKS, document(k1))
     clock = FakeClock()
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
     for i in range(200):
-        forged = SigningKey("RS256", k1.material, f"invented-{i}")
+        forged = Signer("RS256", k1.private, f"invented-{i}", "JWT")
         with pytest.raises(UnknownKeyError):
             verifier.verify(mint(forged, jti=str(i)))
     assert server.count(JWKS) == 2  # the load, then one refresh for the whole flood
@@ -257,13 +258,13 @@ def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
     assert time.perf_counter() - started < 0.5  # no wait for a fetch (each is 0.5 s+ here)
     clock.now += 31  # the next cooldown allows one more
     with pytest.raises(UnknownKeyError):
-        verifier.verify(mint(SigningKey("RS256", k1.material, "again")))
+        verifier.verify(mint(Signer("RS256", k1.private, "again", "JWT")))
     assert server.count(JWKS) == 3
     verifier.close()
 
 
 def test_rotation_that_adds_a_key_keeps_the_cache(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, document(k1))
     verifier = network_verifier(server, FakeClock())
@@ -279,7 +280,7 @@ def test_rotation_that_adds_a_key_keeps_the_cache(
 
 
 def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     # A kid-less token verifies while k1 is the only RS256 key (design.md §3).
     # Once the provider adds a second RS256 key the same token is ambiguous:
@@ -287,7 +288,7 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
     clock = FakeClock()
     server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
-    kid_less = mint(SigningKey("RS256", k1.material, None))
+    kid_less = mint(Signer("RS256", k1.private, None, "JWT"))
     assert verifier.verify(kid_less)["sub"] == "user-1"
     assert verifier.cache_info().size == 1
     second_rs256 = private_key("RS256", kid="k1b", seed=13)
@@ -301,7 +302,7 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
 
 
 def test_withdrawn_key_stops_verifying_even_from_the_cache(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     clock = FakeClock()
     server.set(JWKS, document(k1, k2), headers={"Cache-Control": "max-age=100"})
@@ -319,9 +320,7 @@ def test_withdrawn_key_stops_verifying_even_from_the_cache(
     verifier.close()
 
 
-def test_a_refresh_with_the_same_keys_changes_nothing(
-    server: DocumentServer, k1: SigningKey
-) -> None:
+def test_a_refresh_with_the_same_keys_changes_nothing(server: DocumentServer, k1: Signer) -> None:
     clock = FakeClock()
     server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
@@ -335,8 +334,8 @@ def test_a_refresh_with_the_same_keys_changes_nothing(
     assert verifier.cache_info().size == 2
 
 
-def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: SigningKey) -> None:
-    secret = SigningKey("HS256", b"s" * 32, "hs")
+def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: Signer) -> None:
+    secret = Signer("HS256", b"s" * 32, "hs", "JWT")
     server.set(JWKS, {"keys": [k1.public_jwk(), secret.public_jwk()]})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))
@@ -372,7 +371,7 @@ FAULTS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("fault", [*FAULTS, "down"])
 def test_no_keys_at_start_is_a_503_never_a_401(
-    server: DocumentServer, k1: SigningKey, fault: str
+    server: DocumentServer, k1: Signer, fault: str
 ) -> None:
     if fault == "down":
         url = server.url(JWKS)
@@ -403,7 +402,7 @@ def test_no_keys_at_start_is_a_503_never_a_401(
 
 @pytest.mark.parametrize("fault", [*FAULTS, "down"])
 def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
-    k1: SigningKey, fault: str, caplog: pytest.LogCaptureFixture
+    k1: Signer, fault: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = DocumentServer().start()
     try:
@@ -445,7 +444,7 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
 @pytest.mark.anyio
 @pytest.mark.parametrize("fault", ["5xx", "html", "slow", "drip", "oversize-no-length", "down"])
 async def test_async_faults_end_in_a_503_within_the_timeouts(
-    server: DocumentServer, k1: SigningKey, fault: str
+    server: DocumentServer, k1: Signer, fault: str
 ) -> None:
     if fault == "down":
         url = server.url(JWKS)
@@ -465,7 +464,7 @@ async def test_async_faults_end_in_a_503_within_the_timeouts(
     await verifier.aclose()
 
 
-def test_an_oversize_document_is_not_read_past_the_cap(k1: SigningKey) -> None:
+def test_an_oversize_document_is_not_read_past_the_cap(k1: Signer) -> None:
     server = DocumentServer().start()
     try:
         # 50 MB announced, dripped without a length: we stop after the cap.
@@ -493,7 +492,7 @@ def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
     verifier.close()
 
 
-def test_a_redirect_is_never_followed(server: DocumentServer, k1: SigningKey) -> None:
+def test_a_redirect_is_never_followed(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, "", status=301, headers={"Location": "/real.json"})
     server.set("/real.json", document(k1))
     verifier = network_verifier(server, FakeClock())
@@ -506,9 +505,7 @@ def test_a_redirect_is_never_followed(server: DocumentServer, k1: SigningKey) ->
 # -- single flight: threads and tasks ----------------------------------------
 
 
-def test_fifty_threads_during_a_load_share_one_fetch(
-    server: DocumentServer, k1: SigningKey
-) -> None:
+def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, document(k1), delay=0.3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
@@ -539,7 +536,7 @@ def test_fifty_threads_during_a_load_share_one_fetch(
 
 
 def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, document(k1))
     verifier = network_verifier(server, FakeClock(), cache_size=0)
@@ -567,7 +564,7 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_fifty_tasks_during_a_load_share_one_fetch(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     server.set(JWKS, document(k1), delay=0.3)
     verifier = network_verifier(server, FakeClock(), cache_size=0)
@@ -582,7 +579,7 @@ async def test_fifty_tasks_during_a_load_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, document(k1))
     async with network_verifier(server, FakeClock(), cache_size=0) as verifier:
@@ -596,7 +593,7 @@ async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_sync_verify_on_the_event_loop_never_blocks(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, document(k1), delay=0.45)
     verifier = network_verifier(server, FakeClock())
@@ -612,7 +609,7 @@ async def test_sync_verify_on_the_event_loop_never_blocks(
 
 @pytest.mark.anyio
 async def test_background_refresh_follows_max_age_and_stops_on_aclose(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=0"})
     options = FetchOptions(min_ttl=0.2, max_ttl=10, jitter=0.0, cooldown=0.2)
@@ -632,7 +629,7 @@ async def test_background_refresh_follows_max_age_and_stops_on_aclose(
 
 
 @pytest.mark.anyio
-async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: SigningKey) -> None:
+async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Signer) -> None:
     server = DocumentServer().start()
     try:
         server.set(JWKS, "down", status=500)
@@ -661,7 +658,7 @@ async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Sign
 
 
 def test_messages_quote_neither_tokens_nor_documents(
-    server: DocumentServer, k1: SigningKey, caplog: pytest.LogCaptureFixture
+    server: DocumentServer, k1: Signer, caplog: pytest.LogCaptureFixture
 ) -> None:
     marker = "SECRET-DOCUMENT-CONTENT"
     server.set(JWKS, '{"keys": "' + marker + '"', status=200)
@@ -676,17 +673,17 @@ def test_messages_quote_neither_tokens_nor_documents(
     verifier.close()
 
 
-def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: SigningKey) -> None:
+def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, document(k1))
     verifier = network_verifier(server, FakeClock())
-    impostor = SigningKey("RS256", private_key("RS256", seed=99).material, "k1")
+    impostor = Signer("RS256", private_key("RS256", seed=99).private, "k1", "JWT")
     with pytest.raises(InvalidSignatureError):
         verifier.verify(mint(impostor))
     assert server.count(JWKS) == 1  # a bad signature is not a reason to refetch
     verifier.close()
 
 
-def test_document_as_json_text(server: DocumentServer, k1: SigningKey) -> None:
+def test_document_as_json_text(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, json.dumps(document(k1)), headers={"Content-Type": "application/jwk-set+json"})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
@@ -694,7 +691,7 @@ def test_document_as_json_text(server: DocumentServer, k1: SigningKey) -> None:
 
 
 def test_threads_keep_verifying_while_the_provider_rotates(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """Keys refresh every ~50 ms, alternately adding and withdrawing k2; a
     token of the key that stays must verify every single time."""

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from minting import NOW, FakeClock, SigningKey, private_key
+from forge import NOW, Signer, private_key
 from servers import DocumentServer
+from support import FakeClock
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -32,11 +33,11 @@ AUD = "https://api.example.com"
 FAST = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1.5, jitter=0)
 
 
-def document(*keys: SigningKey) -> dict[str, Any]:
+def document(*keys: Signer) -> dict[str, Any]:
     return {"keys": [key.public_jwk() for key in keys]}
 
 
-def mint(key: SigningKey, iss: str, aud: str = AUD, **claims: Any) -> str:
+def mint(key: Signer, iss: str, aud: str = AUD, **claims: Any) -> str:
     return key.mint({"iss": iss, "aud": aud, "sub": "user-1", "exp": NOW + 3600, **claims})
 
 
@@ -158,7 +159,7 @@ def test_discovery_document_faults_end_in_our_taxonomy(idp: DocumentServer) -> N
 
 def two_tenants(
     idp: DocumentServer, idp_b: DocumentServer, **b_policy: Any
-) -> tuple[JWTVerifier, SigningKey, SigningKey, str, str]:
+) -> tuple[JWTVerifier, Signer, Signer, str, str]:
     key_a = private_key("RS256", kid="a1", seed=31)
     key_b = private_key("RS256", kid="b1", seed=32)
     idp.set(JWKS, document(key_a))
@@ -198,7 +199,7 @@ def test_a_key_of_one_tenant_cannot_sign_for_another(
         verifier.verify(forged)
     assert caught.value.reason in {"unknown-key", "signature", "issuer"}
     # Even with B's kid in the header, A's key never verifies for B.
-    forged_kid = SigningKey("RS256", key_a.material, "b1")
+    forged_kid = Signer("RS256", key_a.private, "b1", "JWT")
     with pytest.raises(TokenRejectedError) as caught:
         verifier.verify(mint(forged_kid, iss_b))
     assert caught.value.reason == "signature"
@@ -279,7 +280,7 @@ def test_an_invented_kid_flood_across_issuers_stays_within_one_fetch_each(
     for i in range(100):
         for key, iss in ((key_a, iss_a), (key_b, iss_b)):
             with pytest.raises(TokenRejectedError):
-                verifier.verify(mint(SigningKey("RS256", key.material, f"x{i}"), iss))
+                verifier.verify(mint(Signer("RS256", key.private, f"x{i}", "JWT"), iss))
     assert (idp.count(JWKS), idp_b.count(JWKS)) == (2, 2)
     verifier.close()
 
@@ -371,11 +372,11 @@ def test_one_fetch_budget_shared_by_every_issuer(idp: DocumentServer) -> None:
     for round_ in range(5):
         for iss, key in keys.items():
             with pytest.raises(TokenRejectedError):
-                verifier.verify(mint(SigningKey("ES256", key.material, f"x{round_}"), iss))
+                verifier.verify(mint(Signer("ES256", key.private, f"x{round_}", "JWT"), iss))
     assert sum(idp.count(f"/t{i}") for i in range(10)) - loads == 4
     clock.now += 31  # a new window: the budget is back
     for iss, key in keys.items():
         with pytest.raises(TokenRejectedError):
-            verifier.verify(mint(SigningKey("ES256", key.material, "late"), iss))
+            verifier.verify(mint(Signer("ES256", key.private, "late", "JWT"), iss))
     assert sum(idp.count(f"/t{i}") for i in range(10)) - loads == 8
     verifier.close()

@@ -1,16 +1,16 @@
-"""Small helpers shared by the core tests: build a verifier, read an outcome."""
+"""Helpers shared by the tests, one per concern and layer: build a verifier, read an outcome."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from forge import NOW, Signer, signer, spki_pem
 from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
 
-from .mint import Signer, signer, spki_pem
+from grelmicro.jwt import Claims, JWTVerifier, TokenRejectedError
 
-#: The clock every test pins (2023-11-14T22:13:20Z).
-NOW = 1_700_000_000
+# --- the core layer (grelmicro_core): an outcome is "ok" or the error kind ---
 
 #: A payload that passes the default policy at ``NOW``.
 FRESH = {"sub": "user-1", "exp": NOW + 600}
@@ -35,7 +35,7 @@ def hs256(kid: str | None = None, **policy: Any) -> tuple[Signer, Verifier]:
     return sig, verifier(key_for(sig, kid), **policy)
 
 
-def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+def kind_of(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
     """``"ok"`` when the call succeeds, else the core error kind."""
     try:
         call(*args, **kwargs)
@@ -49,7 +49,7 @@ def outcome(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
 
 def rejection(check: Verifier, token: str | bytes, now: float = NOW) -> str:
     """``"ok"`` or the error kind of ``check.verify(token, now)``."""
-    return outcome(check.verify, token, now)
+    return kind_of(check.verify, token, now)
 
 
 def error_of(call: Callable[..., Any], *args: Any, **kwargs: Any) -> CoreError:
@@ -59,3 +59,32 @@ def error_of(call: Callable[..., Any], *args: Any, **kwargs: Any) -> CoreError:
     except CoreError as exc:
         return exc
     raise AssertionError(f"{call!r} raised nothing")
+
+
+# --- the product layer (grelmicro.jwt): claims, or (class name, reason) -----
+
+#: The expected outcome "accepted" in tables of :func:`outcome` results.
+OK = None
+
+
+def outcome(verifier: JWTVerifier, token: object, now: float = NOW) -> tuple[str, str] | Claims:
+    """The claims, or ``(class name, reason)`` of the rejection."""
+    try:
+        return verifier.verify(token, now=now)  # type: ignore[arg-type]
+    except TokenRejectedError as exc:
+        return (type(exc).__name__, exc.reason)
+
+
+def rejected(error: type[TokenRejectedError], reason: str) -> tuple[str, str]:
+    """The :func:`outcome` of a refusal by ``error`` with ``reason``."""
+    return (error.__name__, reason)
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
