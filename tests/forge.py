@@ -420,6 +420,26 @@ def private_jwk(private: Any, **extra: Any) -> dict[str, Any]:
     return out
 
 
+#: Members of a JWK that its RFC 7638 thumbprint covers.
+_THUMBPRINT_MEMBERS = {
+    "RSA": ("e", "kty", "n"),
+    "EC": ("crv", "kty", "x", "y"),
+    "OKP": ("crv", "kty", "x"),
+}
+
+
+def thumbprint(public_jwk: dict[str, Any]) -> str:
+    """RFC 7638 §3, written out: required members, sorted, no whitespace, SHA-256."""
+    members = {name: public_jwk[name] for name in _THUMBPRINT_MEMBERS[public_jwk["kty"]]}
+    text = json.dumps(members, sort_keys=True, separators=(",", ":"))
+    return b64url(hashlib.sha256(text.encode()).digest())
+
+
+def ath(access_token: str) -> str:
+    """DPoP ``ath`` (RFC 9449 §4.2): base64url of the SHA-256 of the access token."""
+    return b64url(hashlib.sha256(access_token.encode("ascii")).digest())
+
+
 # --- signers ----------------------------------------------------------------
 
 
@@ -456,7 +476,7 @@ class Signer:
     def jwk(self, **members: Any) -> dict[str, Any]:
         """The bare public JWK (``oct`` JWKs carry the secret as ``k`` and the ``alg``)."""
         if isinstance(self.private, bytes):
-            return oct_jwk(self.private, self.alg, **members)
+            return jwk(self.private, **{"alg": self.alg, **members})
         return jwk(self.private, **members)
 
     def jwk_text(self, **members: Any) -> str:

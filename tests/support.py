@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -88,3 +89,24 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def together(count: int, work: Callable[[int], None], timeout: float = 120) -> list[BaseException]:
+    """Run ``work(index)`` in ``count`` threads started together; what they raised."""
+    barrier = threading.Barrier(count)
+    unexpected: list[BaseException] = []
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            work(index)
+        except BaseException as exc:
+            unexpected.append(exc)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert not any(thread.is_alive() for thread in threads)
+    return unexpected

@@ -8,13 +8,12 @@ authenticated; nothing here depends on how, only on the answers.)
 from __future__ import annotations
 
 import random
-import threading
 from typing import Any
 
 import forge
 from forge import Signer, generate, signer
 from grelmicro_core import Key, KeySet, Policy, Verifier
-from support import FRESH, NOW, key_for, rejection
+from support import FRESH, NOW, key_for, rejection, together
 
 ES_A = signer("ES256")
 ES_B = Signer("ES256", generate("ES256"))
@@ -115,19 +114,12 @@ def test_threads_never_see_each_others_claims() -> None:
         for t in range(8)
     ]
     mismatches: list[str] = []
-    barrier = threading.Barrier(8)
 
     def work(t: int) -> None:
-        barrier.wait()
         for i, token in enumerate(per_thread[t] * 3):
             sub = check.verify(token, NOW)["sub"]
             if sub != f"t{t}-{i % 30}":
                 mismatches.append(f"thread {t} token {i} got {sub}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
+    assert together(8, work) == []
     assert mismatches == []

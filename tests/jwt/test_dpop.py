@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token, ath
-from forge import NOW, SECRET, b64url, hmac_key, json_bytes, nested_array, private_key
+from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token
+from forge import NOW, SECRET, ath, b64url, hmac_key, json_bytes, nested_array, private_key
 
 from grelmicro.jwt import (
     ConfigurationError,

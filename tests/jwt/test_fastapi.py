@@ -6,7 +6,6 @@ lifespan, websockets, ``-> Claims`` routes and the ``Depends(verifier.verify)``
 mistake. Time is pinned with the verifier's clock.
 """
 
-import asyncio
 import json
 import socket
 import subprocess
@@ -20,10 +19,10 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
 from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
+from servers import Running, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -33,60 +32,6 @@ from grelmicro.jwt.fastapi import JWTBearer, check_routes
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://api.example.com"
 PROBLEM = "application/problem+json"
-
-
-# -- a real server -------------------------------------------------------------
-
-
-class Running:
-    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
-
-    def __init__(self, app: Any) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        # Accepted connections inherit TCP_NODELAY from the listener; without it
-        # every response waits ~40 ms on Nagle + delayed ACK (uvicorn sets it only
-        # on sockets it creates itself).
-        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self.server.serve(sockets=[self.listener]))
-        except BaseException as exc:  # a failed start-up exits through SystemExit
-            self.error = exc
-
-    def start(self) -> bool:
-        """Start; ``False`` if the application refused to start."""
-        self.thread.start()
-        for _ in range(1000):
-            if self.server.started:
-                return True
-            if not self.thread.is_alive():
-                return False
-            self.thread.join(0.01)
-        raise AssertionError("uvicorn did not start within 10 s")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-        self.listener.close()
-
-
-@contextmanager
-def serve(app: Any) -> Iterator[httpx.Client]:
-    running = Running(app)
-    assert running.start(), f"application failed to start: {running.error!r}"
-    try:
-        with httpx.Client(base_url=running.url, timeout=10) as client:
-            yield client
-    finally:
-        running.stop()
 
 
 # -- the app under test ----------------------------------------------------------

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from forge import NOW, Signer, private_key
 from servers import DocumentServer, make_tls
-from support import FakeClock
+from support import FakeClock, together
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -515,21 +515,11 @@ def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1:
         audience=AUD,
         cache_size=0,
     )
-    barrier = threading.Barrier(50)
     results: list[object] = []
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        try:
-            results.append(verifier.verify(mint(k1, jti=str(i)))["sub"])
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    assert (
+        together(50, lambda i: results.append(verifier.verify(mint(k1, jti=str(i)))["sub"])) == []
+    )
     assert results == ["user-1"] * 50
     assert server.count(JWKS) == 1
     verifier.close()
@@ -542,21 +532,11 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
     verifier = network_verifier(server, FakeClock(), cache_size=0)
     verifier.verify(mint(k1))
     server.set(JWKS, document(k1, k2), delay=0.3)
-    barrier = threading.Barrier(50)
     results: list[object] = []
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        try:
-            results.append(verifier.verify(mint(k2, jti=str(i)))["sub"])
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    assert (
+        together(50, lambda i: results.append(verifier.verify(mint(k2, jti=str(i)))["sub"])) == []
+    )
     assert results == ["user-1"] * 50
     assert server.count(JWKS) == 2
     verifier.close()
