@@ -7,11 +7,12 @@ no test depends on the wall clock. Tokens are minted by :mod:`forge` with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from forge import ASYMMETRIC, NOW, SECRET, Signer, hmac_key, private_key
+from servers import DocumentServer
 from support import FakeClock
 
 from grelmicro.jwt import JWTVerifier, Key
@@ -55,6 +56,22 @@ def asymmetric(request: pytest.FixtureRequest) -> Signer:
     """One signing key per asymmetric algorithm family."""
     algorithm: str = request.param
     return private_key(algorithm, kid=f"{algorithm.lower()}-1")
+
+
+@pytest.fixture
+def server() -> Iterator[DocumentServer]:
+    """A document server on 127.0.0.1 (a key source), stopped when the test ends."""
+    srv = DocumentServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def other_server() -> Iterator[DocumentServer]:
+    """A second, independent document server (another issuer)."""
+    srv = DocumentServer().start()
+    yield srv
+    srv.stop()
 
 
 #: The three cache set-ups every cache-sensitive behaviour is checked under.

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from forge import Signer
 
 
 @dataclass
@@ -228,6 +229,11 @@ def make_tls() -> TLSFiles:
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server.load_cert_chain(cert_path, key_path)
     return TLSFiles(server=server, ca_pem=ca.public_bytes(pem))
+
+
+def jwks_of(*keys: Signer) -> dict[str, Any]:
+    """A JWKS document publishing the keys of ``keys``."""
+    return {"keys": [key.public_jwk() for key in keys]}
 
 
 # -- a real ASGI server -----------------------------------------------------------

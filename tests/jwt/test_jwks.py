@@ -13,13 +13,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from forge import NOW, Signer, private_key
-from servers import DocumentServer, make_tls
+from servers import DocumentServer, jwks_of, make_tls
 from support import FakeClock, together
 
 from grelmicro.jwt import (
@@ -49,10 +48,6 @@ FAST = FetchOptions(
 )
 
 
-def document(*keys: Signer) -> dict[str, Any]:
-    return {"keys": [key.public_jwk() for key in keys]}
-
-
 def mint(key: Signer, iss: str = "https://idp.example.com/", **claims: Any) -> str:
     return key.mint({"iss": iss, "aud": AUD, "sub": "user-1", "exp": NOW + 3600, **claims})
 
@@ -62,13 +57,6 @@ def settle(verifier: JWTVerifier) -> None:
     assert verifier._router is not None
     for source in verifier._router._sources:
         source.join()
-
-
-@pytest.fixture
-def server() -> Iterator[DocumentServer]:
-    srv = DocumentServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
@@ -149,7 +137,7 @@ def test_fetch_options_are_checked(options: dict[str, Any]) -> None:
 
 
 def test_building_makes_no_request(server: DocumentServer, k1: Signer) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     assert server.count(JWKS) == 0
     assert verifier.health().ready is False
@@ -160,7 +148,7 @@ def test_building_makes_no_request(server: DocumentServer, k1: Signer) -> None:
 
 
 def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: Signer) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     health = verifier.health()
@@ -176,7 +164,7 @@ def test_https_with_a_client_that_trusts_the_test_ca(k1: Signer) -> None:
     tls = make_tls()
     server = DocumentServer(tls=tls.server).start()
     try:
-        server.set(JWKS, document(k1))
+        server.set(JWKS, jwks_of(k1))
         with httpx.Client(verify=tls.client_context()) as client:
             verifier = JWTVerifier(
                 jwks_url=server.url(JWKS),
@@ -211,7 +199,7 @@ def test_https_with_a_client_that_trusts_the_test_ca(k1: Signer) -> None:
 def test_cache_control_sets_expiry_within_bounds(
     server: DocumentServer, k1: Signer, headers: dict[str, str], expected_ttl: int
 ) -> None:
-    server.set(JWKS, document(k1), headers=headers)
+    server.set(JWKS, jwks_of(k1), headers=headers)
     verifier = network_verifier(server, FakeClock())
     verifier.verify(mint(k1))
     assert verifier.health().expires_at == NOW + expected_ttl
@@ -222,13 +210,13 @@ def test_expired_keys_refresh_in_the_background_while_requests_go_on(
     server: DocumentServer, k1: Signer
 ) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock, cache_size=0)
     verifier.verify(mint(k1))
     clock.now += 99
     verifier.verify(mint(k1))
     assert server.count(JWKS) == 1
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"}, delay=0.3)
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"}, delay=0.3)
     clock.now += 2
     started = time.perf_counter()
     verifier.verify(mint(k1))  # due: a thread refreshes, this call does not wait
@@ -244,7 +232,7 @@ def test_expired_keys_refresh_in_the_background_while_requests_go_on(
 def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
     server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     clock = FakeClock()
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
@@ -266,13 +254,13 @@ def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
 def test_rotation_that_adds_a_key_keeps_the_cache(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     old = mint(k1)
     assert verifier.verify(old)["sub"] == "user-1"
     cache_before = verifier._cache
     # The provider adds k2: a token naming it triggers one refresh; cache kept.
-    server.set(JWKS, document(k1, k2))
+    server.set(JWKS, jwks_of(k1, k2))
     assert verifier.verify(mint(k2))["sub"] == "user-1"
     assert verifier._cache is cache_before
     assert verifier.cache_info().size == 2
@@ -286,13 +274,13 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
     # Once the provider adds a second RS256 key the same token is ambiguous:
     # the cache must not keep serving the answer the old key set gave.
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
     kid_less = mint(Signer("RS256", k1.private, None, "JWT"))
     assert verifier.verify(kid_less)["sub"] == "user-1"
     assert verifier.cache_info().size == 1
     second_rs256 = private_key("RS256", kid="k1b", seed=13)
-    server.set(JWKS, document(k1, second_rs256), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1, second_rs256), headers={"Cache-Control": "max-age=100"})
     clock.now += 101
     verifier.verify(mint(second_rs256, jti="trigger"))  # due: the refresh adds it
     settle(verifier)
@@ -305,12 +293,12 @@ def test_withdrawn_key_stops_verifying_even_from_the_cache(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1, k2), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1, k2), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
     old = mint(k1)
     verifier.verify(old)
     before = verifier._cache
-    server.set(JWKS, document(k2), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k2), headers={"Cache-Control": "max-age=100"})
     clock.now += 101
     verifier.verify(mint(k2, jti="trigger"))  # due: the refresh withdraws k1
     settle(verifier)
@@ -322,7 +310,7 @@ def test_withdrawn_key_stops_verifying_even_from_the_cache(
 
 def test_a_refresh_with_the_same_keys_changes_nothing(server: DocumentServer, k1: Signer) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
     before = (verifier._cache, verifier._engine)
@@ -407,7 +395,7 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
     server = DocumentServer().start()
     try:
         clock = FakeClock()
-        server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+        server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
         options = dataclasses.replace(FAST, log_interval=1000)
         verifier = network_verifier(server, clock, options, cache_size=0)
         token = mint(k1)
@@ -482,7 +470,7 @@ def test_an_oversize_document_is_not_read_past_the_cap(k1: Signer) -> None:
 
 def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
     keys = [private_key("ES256", kid=f"k{i}", seed=100 + i) for i in range(4)]
-    server.set(JWKS, document(*keys))
+    server.set(JWKS, jwks_of(*keys))
     options = FetchOptions(max_keys=3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, clock=FakeClock()
@@ -494,7 +482,7 @@ def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
 
 def test_a_redirect_is_never_followed(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, "", status=301, headers={"Location": "/real.json"})
-    server.set("/real.json", document(k1))
+    server.set("/real.json", jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     with pytest.raises(KeysUnavailableError, match="redirect"):
         verifier.verify(mint(k1))
@@ -506,7 +494,7 @@ def test_a_redirect_is_never_followed(server: DocumentServer, k1: Signer) -> Non
 
 
 def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1: Signer) -> None:
-    server.set(JWKS, document(k1), delay=0.3)
+    server.set(JWKS, jwks_of(k1), delay=0.3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
@@ -528,10 +516,10 @@ def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1:
 def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock(), cache_size=0)
     verifier.verify(mint(k1))
-    server.set(JWKS, document(k1, k2), delay=0.3)
+    server.set(JWKS, jwks_of(k1, k2), delay=0.3)
     results: list[object] = []
 
     assert (
@@ -546,7 +534,7 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
 async def test_fifty_tasks_during_a_load_share_one_fetch(
     server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1), delay=0.3)
+    server.set(JWKS, jwks_of(k1), delay=0.3)
     verifier = network_verifier(server, FakeClock(), cache_size=0)
     tokens = [mint(k1, jti=str(i)) for i in range(50)]
     started = time.perf_counter()
@@ -561,10 +549,10 @@ async def test_fifty_tasks_during_a_load_share_one_fetch(
 async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     async with network_verifier(server, FakeClock(), cache_size=0) as verifier:
         assert server.count(JWKS) == 1  # start() loaded the keys
-        server.set(JWKS, document(k1, k2), delay=0.3)
+        server.set(JWKS, jwks_of(k1, k2), delay=0.3)
         tokens = [mint(k2, jti=str(i)) for i in range(50)]
         results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
         assert [c["sub"] for c in results] == ["user-1"] * 50
@@ -575,7 +563,7 @@ async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
 async def test_sync_verify_on_the_event_loop_never_blocks(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1), delay=0.45)
+    server.set(JWKS, jwks_of(k1), delay=0.45)
     verifier = network_verifier(server, FakeClock())
     started = time.perf_counter()
     with pytest.raises(KeysUnavailableError):
@@ -591,7 +579,7 @@ async def test_sync_verify_on_the_event_loop_never_blocks(
 async def test_background_refresh_follows_max_age_and_stops_on_aclose(
     server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=0"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=0"})
     options = FetchOptions(min_ttl=0.2, max_ttl=10, jitter=0.0, cooldown=0.2)
     token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 600})
     verifier = JWTVerifier(
@@ -622,7 +610,7 @@ async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Sign
         assert verifier.health().ready is False
         with pytest.raises(KeysUnavailableError):
             await verifier.verify_async(token)
-        server.set(JWKS, document(k1))
+        server.set(JWKS, jwks_of(k1))
         for _ in range(40):
             await asyncio.sleep(0.05)
             if verifier.health().ready:
@@ -654,7 +642,7 @@ def test_messages_quote_neither_tokens_nor_documents(
 
 
 def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: Signer) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     impostor = Signer("RS256", private_key("RS256", seed=99).private, "k1", "JWT")
     with pytest.raises(InvalidSignatureError):
@@ -664,7 +652,7 @@ def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: Signe
 
 
 def test_document_as_json_text(server: DocumentServer, k1: Signer) -> None:
-    server.set(JWKS, json.dumps(document(k1)), headers={"Content-Type": "application/jwk-set+json"})
+    server.set(JWKS, json.dumps(jwks_of(k1)), headers={"Content-Type": "application/jwk-set+json"})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     verifier.close()
@@ -677,7 +665,7 @@ def test_threads_keep_verifying_while_the_provider_rotates(
     token of the key that stays must verify every single time."""
     k3 = private_key("ES256", kid="k3", seed=13)
     headers = {"Cache-Control": "max-age=0"}
-    server.set(JWKS, document(k1, k2), headers=headers)
+    server.set(JWKS, jwks_of(k1, k2), headers=headers)
     options = FetchOptions(min_ttl=0.05, max_ttl=1, jitter=0.0, cooldown=0.05)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, cache_size=64
@@ -689,7 +677,7 @@ def test_threads_keep_verifying_while_the_provider_rotates(
     def flip() -> None:
         turn = 0
         while time.monotonic() < deadline:
-            server.set(JWKS, document(k1, k2 if turn % 2 else k3), headers=headers)
+            server.set(JWKS, jwks_of(k1, k2 if turn % 2 else k3), headers=headers)
             turn += 1
             time.sleep(0.03)
 

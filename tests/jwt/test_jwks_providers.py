@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -162,13 +162,6 @@ PROVIDERS: dict[str, tuple[Callable[[list[Signer]], dict[str, Any]], str]] = {
     "keycloak": (keycloak, "https://sso.example.com/realms/shop"),
     "google": (google, "https://accounts.google.com"),
 }
-
-
-@pytest.fixture
-def server() -> Iterator[DocumentServer]:
-    srv = DocumentServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
