@@ -24,6 +24,7 @@ One argument order everywhere: :func:`mint` takes ``header, payload, key``
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import functools
 import hashlib
@@ -472,6 +473,10 @@ class Signer:
             header = {"alg": self.alg, "typ": self.typ, "kid": self.kid, **members}
             header = {name: value for name, value in header.items() if value is not None}
         return mint(header, payload, self.private, self.alg)
+
+    def with_kid(self, kid: str | None) -> Signer:
+        """The same key and algorithm under another ``kid`` (``None``: none)."""
+        return dataclasses.replace(self, kid=kid)
 
     def jwk(self, **members: Any) -> dict[str, Any]:
         """The bare public JWK (``oct`` JWKs carry the secret as ``k`` and the ``alg``)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from forge import NOW, Signer, private_key
+from forge import NOW, Signer, hmac_key, private_key
 from servers import DocumentServer, jwks_of, make_tls
 from support import FakeClock, together
 
@@ -237,7 +237,7 @@ def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
     for i in range(200):
-        forged = Signer("RS256", k1.private, f"invented-{i}", "JWT")
+        forged = k1.with_kid(f"invented-{i}")
         with pytest.raises(UnknownKeyError):
             verifier.verify(mint(forged, jti=str(i)))
     assert server.count(JWKS) == 2  # the load, then one refresh for the whole flood
@@ -246,7 +246,7 @@ def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
     assert time.perf_counter() - started < 0.5  # no wait for a fetch (each is 0.5 s+ here)
     clock.now += 31  # the next cooldown allows one more
     with pytest.raises(UnknownKeyError):
-        verifier.verify(mint(Signer("RS256", k1.private, "again", "JWT")))
+        verifier.verify(mint(k1.with_kid("again")))
     assert server.count(JWKS) == 3
     verifier.close()
 
@@ -276,7 +276,7 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
     clock = FakeClock()
     server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
-    kid_less = mint(Signer("RS256", k1.private, None, "JWT"))
+    kid_less = mint(k1.with_kid(None))
     assert verifier.verify(kid_less)["sub"] == "user-1"
     assert verifier.cache_info().size == 1
     second_rs256 = private_key("RS256", kid="k1b", seed=13)
@@ -323,7 +323,7 @@ def test_a_refresh_with_the_same_keys_changes_nothing(server: DocumentServer, k1
 
 
 def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: Signer) -> None:
-    secret = Signer("HS256", b"s" * 32, "hs", "JWT")
+    secret = hmac_key(secret=b"s" * 32, kid="hs")
     server.set(JWKS, {"keys": [k1.public_jwk(), secret.public_jwk()]})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))
@@ -644,7 +644,7 @@ def test_messages_quote_neither_tokens_nor_documents(
 def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
-    impostor = Signer("RS256", private_key("RS256", seed=99).private, "k1", "JWT")
+    impostor = private_key("RS256", kid="k1", seed=99)
     with pytest.raises(InvalidSignatureError):
         verifier.verify(mint(impostor))
     assert server.count(JWKS) == 1  # a bad signature is not a reason to refetch

@@ -184,7 +184,7 @@ def test_a_key_of_one_tenant_cannot_sign_for_another(
         verifier.verify(forged)
     assert caught.value.reason in {"unknown-key", "signature", "issuer"}
     # Even with B's kid in the header, A's key never verifies for B.
-    forged_kid = Signer("RS256", key_a.private, "b1", "JWT")
+    forged_kid = key_a.with_kid("b1")
     with pytest.raises(TokenRejectedError) as caught:
         verifier.verify(mint(forged_kid, iss_b))
     assert caught.value.reason == "signature"
@@ -271,7 +271,7 @@ def test_an_invented_kid_flood_across_issuers_stays_within_one_fetch_each(
     for i in range(100):
         for key, iss in ((key_a, iss_a), (key_b, iss_b)):
             with pytest.raises(TokenRejectedError):
-                verifier.verify(mint(Signer("RS256", key.private, f"x{i}", "JWT"), iss))
+                verifier.verify(mint(key.with_kid(f"x{i}"), iss))
     assert (server.count(JWKS), other_server.count(JWKS)) == (2, 2)
     verifier.close()
 
@@ -365,11 +365,11 @@ def test_one_fetch_budget_shared_by_every_issuer(server: DocumentServer) -> None
     for round_ in range(5):
         for iss, key in keys.items():
             with pytest.raises(TokenRejectedError):
-                verifier.verify(mint(Signer("ES256", key.private, f"x{round_}", "JWT"), iss))
+                verifier.verify(mint(key.with_kid(f"x{round_}"), iss))
     assert sum(server.count(f"/t{i}") for i in range(10)) - loads == 4
     clock.now += 31  # a new window: the budget is back
     for iss, key in keys.items():
         with pytest.raises(TokenRejectedError):
-            verifier.verify(mint(Signer("ES256", key.private, "late", "JWT"), iss))
+            verifier.verify(mint(key.with_kid("late"), iss))
     assert sum(server.count(f"/t{i}") for i in range(10)) - loads == 8
     verifier.close()

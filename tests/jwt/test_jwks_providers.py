@@ -191,7 +191,7 @@ def test_keycloak_encryption_key_never_verifies(server: DocumentServer) -> None:
     verifier = JWTVerifier(
         jwks_url=server.url("/keys"), allow_insecure_loopback=True, issuer=iss, fetch=FAST
     )
-    enc_signer = Signer("RS256", private_key("RS256", seed=77).private, "enc-1", "JWT")
+    enc_signer = private_key("RS256", kid="enc-1", seed=77)
     with pytest.raises(TokenRejectedError) as caught:
         verifier.verify(enc_signer.mint({"iss": iss, "exp": NOW + 600}), now=NOW)
     assert caught.value.reason == "unknown-key"
@@ -289,11 +289,11 @@ def test_kidless_tokens_and_duplicate_kids_in_a_fetched_jwks(server: DocumentSer
     only = private_key("ES256", kid="only", seed=91)
     server.set("/one", {"keys": [only.public_jwk()]})
     one = JWTVerifier(jwks_url=server.url("/one"), allow_insecure_loopback=True, fetch=FAST)
-    kidless = Signer("ES256", only.private, None, "JWT")
+    kidless = only.with_kid(None)
     assert one.verify(kidless.mint({"exp": NOW + 60}), now=NOW)  # one key: accepted
     one.close()
 
-    twin = Signer("ES256", private_key("ES256", seed=92).private, "only", "JWT")
+    twin = private_key("ES256", kid="only", seed=92)
     other = private_key("RS256", kid="other", seed=93)
     server.set("/two", {"keys": [only.public_jwk(), twin.public_jwk(), other.public_jwk()]})
     two = JWTVerifier(jwks_url=server.url("/two"), allow_insecure_loopback=True, fetch=FAST)
