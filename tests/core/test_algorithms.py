@@ -15,43 +15,42 @@ import forge
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
-from forge import ALGORITHMS, EC_ALGORITHMS, HMAC_ALGORITHMS, RSA_ALGORITHMS, signer
 from grelmicro_core import Key
 from support import FRESH, NOW, rejection, verifier
 
-ASYMMETRIC = RSA_ALGORITHMS + EC_ALGORITHMS + forge.EDDSA_ALGORITHMS
+ASYMMETRIC = forge.RSA_ALGORITHMS + forge.EC_ALGORITHMS + forge.EDDSA_ALGORITHMS
 
 
 def _from_spki(alg: str) -> Key:
-    return Key.pem(forge.spki_pem(signer(alg).private), alg)
+    return Key.pem(forge.spki_pem(forge.signer(alg).private), alg)
 
 
 def _from_spki_text(alg: str) -> Key:
-    return Key.pem(forge.spki_pem(signer(alg).private).decode("ascii"), alg)
+    return Key.pem(forge.spki_pem(forge.signer(alg).private).decode("ascii"), alg)
 
 
 def _from_pkcs1(alg: str) -> Key:
-    return Key.pem(forge.pkcs1_pem(signer(alg).private), alg)
+    return Key.pem(forge.pkcs1_pem(forge.signer(alg).private), alg)
 
 
 def _from_certificate(alg: str) -> Key:
-    return Key.pem(forge.certificate_pem(signer(alg).private), alg)
+    return Key.pem(forge.certificate_pem(forge.signer(alg).private), alg)
 
 
 def _from_jwk(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(), alg)
+    return Key.jwk(forge.signer(alg).jwk_text(), alg)
 
 
 def _from_jwk_with_own_alg(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(alg=alg))
+    return Key.jwk(forge.signer(alg).jwk_text(alg=alg))
 
 
 def _from_secret(alg: str) -> Key:
-    return Key.secret(signer(alg).private, alg)
+    return Key.secret(forge.signer(alg).private, alg)
 
 
 def _from_oct_jwk(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(), allow_symmetric=True)
+    return Key.jwk(forge.signer(alg).jwk_text(), allow_symmetric=True)
 
 
 FORMS: dict[str, Callable[[str], Key]] = {
@@ -64,9 +63,9 @@ FORMS: dict[str, Callable[[str], Key]] = {
 
 CASES = (
     [(alg, form) for alg in ASYMMETRIC for form in FORMS]
-    + [(alg, "pkcs1-pem") for alg in RSA_ALGORITHMS]
-    + [(alg, "secret") for alg in HMAC_ALGORITHMS]
-    + [(alg, "oct-jwk") for alg in HMAC_ALGORITHMS]
+    + [(alg, "pkcs1-pem") for alg in forge.RSA_ALGORITHMS]
+    + [(alg, "secret") for alg in forge.HMAC_ALGORITHMS]
+    + [(alg, "oct-jwk") for alg in forge.HMAC_ALGORITHMS]
 )
 
 BUILDERS: dict[str, Callable[[str], Key]] = {
@@ -90,7 +89,7 @@ def _flip_last_bit(token: str) -> str:
 def test_round_trip(alg: str, form: str) -> None:
     key = BUILDERS[form](alg)
     check = verifier(key)
-    token = signer(alg).mint(PAYLOAD)
+    token = forge.signer(alg).mint(PAYLOAD)
 
     claims = check.verify(token, NOW)
 
@@ -99,28 +98,28 @@ def test_round_trip(alg: str, form: str) -> None:
     assert check.algorithms == (["EdDSA", "Ed25519"] if alg in forge.EDDSA_ALGORITHMS else [alg])
 
 
-@pytest.mark.parametrize("alg", ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.ALGORITHMS)
 def test_tampered_signature_is_refused(alg: str) -> None:
-    check = verifier(BUILDERS["secret" if alg in HMAC_ALGORITHMS else "spki-pem"](alg))
-    token = signer(alg).mint(PAYLOAD)
+    check = verifier(BUILDERS["secret" if alg in forge.HMAC_ALGORITHMS else "spki-pem"](alg))
+    token = forge.signer(alg).mint(PAYLOAD)
 
     assert rejection(check, token) == "ok"
     assert rejection(check, _flip_last_bit(token)) == "signature"
 
 
-@pytest.mark.parametrize("alg", ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.ALGORITHMS)
 def test_tampered_payload_is_refused(alg: str) -> None:
-    check = verifier(BUILDERS["secret" if alg in HMAC_ALGORITHMS else "spki-pem"](alg))
-    header, _, sig = signer(alg).mint(PAYLOAD).split(".")
+    check = verifier(BUILDERS["secret" if alg in forge.HMAC_ALGORITHMS else "spki-pem"](alg))
+    header, _, sig = forge.signer(alg).mint(PAYLOAD).split(".")
     forged = f"{header}.{forge.segment({**PAYLOAD, 'sub': 'admin'})}.{sig}"
 
     assert rejection(check, forged) == "signature"
 
 
-@pytest.mark.parametrize("alg", EC_ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.EC_ALGORITHMS)
 def test_ecdsa_der_signature_is_refused(alg: str) -> None:
     """JWS carries r||s (RFC 7518 §3.4); the DER form must not verify."""
-    sig = signer(alg)
+    sig = forge.signer(alg)
     check = verifier(_from_spki(alg))
     signing_input = f"{forge.segment({'alg': alg})}.{forge.segment(PAYLOAD)}"
     digest = hashes.SHA256() if alg == "ES256K" else forge.sha(alg[-3:])
@@ -145,15 +144,17 @@ def test_ecdsa_der_signature_is_refused(alg: str) -> None:
     ],
 )
 def test_key_serves_only_its_algorithm(key_alg: str, token_alg: str, expected: str) -> None:
-    check = verifier(BUILDERS["secret" if key_alg in HMAC_ALGORITHMS else "spki-pem"](key_alg))
-    token = signer(token_alg).mint(PAYLOAD)
+    check = verifier(
+        BUILDERS["secret" if key_alg in forge.HMAC_ALGORITHMS else "spki-pem"](key_alg)
+    )
+    token = forge.signer(token_alg).mint(PAYLOAD)
 
     assert rejection(check, token) == expected
 
 
 def test_public_key_used_as_hmac_secret_is_refused() -> None:
     """HS/RS confusion: HS256 signed with the RSA key's PEM as the secret."""
-    pem = forge.spki_pem(signer("RS256").private)
+    pem = forge.spki_pem(forge.signer("RS256").private)
     check = verifier(Key.pem(pem, "RS256"))
     forged = forge.mint({"alg": "HS256"}, PAYLOAD, pem)
 
@@ -161,10 +162,10 @@ def test_public_key_used_as_hmac_secret_is_refused() -> None:
 
 
 def test_key_properties() -> None:
-    rsa_key = Key.pem(forge.spki_pem(signer("PS384").private), "PS384", kid="r1")
+    rsa_key = Key.pem(forge.spki_pem(forge.signer("PS384").private), "PS384", kid="r1")
     ec_key = _from_jwk("ES256K")
     ed_key = _from_certificate("Ed25519")
-    hs_key = Key.secret(signer("HS512").private, "HS512")
+    hs_key = Key.secret(forge.signer("HS512").private, "HS512")
 
     assert (rsa_key.algorithm, rsa_key.kid, rsa_key.kty) == ("PS384", "r1", "RSA")
     assert (ec_key.algorithm, ec_key.kid, ec_key.kty) == ("ES256K", None, "EC")
@@ -177,6 +178,6 @@ def test_key_properties() -> None:
 
 
 def test_jwk_kid_is_read() -> None:
-    key = Key.jwk(json.dumps(signer("ES256").jwk(kid="from-jwk")))
+    key = Key.jwk(json.dumps(forge.signer("ES256").jwk(kid="from-jwk")))
 
     assert key.kid == "from-jwk"

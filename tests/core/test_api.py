@@ -12,7 +12,6 @@ from typing import Any
 import forge
 import grelmicro_core
 import pytest
-from forge import Signer, signer
 from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
 from support import FRESH, NOW, error_of, hs256, key_for, kind_of, verifier
 
@@ -31,7 +30,7 @@ def test_sha256_digest_matches_hashlib(data: str | bytes) -> None:
 
 
 def test_sha256_digest_str_and_bytes_agree() -> None:
-    token = signer("HS256").mint(FRESH)
+    token = forge.signer("HS256").mint(FRESH)
 
     assert grelmicro_core.sha256_digest(token) == grelmicro_core.sha256_digest(token.encode())
 
@@ -42,7 +41,9 @@ def test_sha256_digest_refuses_other_types(data: object) -> None:
 
 
 def test_unverified_header_returns_every_member_without_verifying() -> None:
-    token = signer("ES256").mint(FRESH, kid="k1", typ="at+jwt", x5u="https://x", ext={"a": [1]})
+    token = forge.signer("ES256").mint(
+        FRESH, kid="k1", typ="at+jwt", x5u="https://x", ext={"a": [1]}
+    )
     head, payload, _ = token.split(".")
     forged = f"{head}.{payload}.{forge.b64url(b'not a signature')}"
 
@@ -155,7 +156,7 @@ def _forbidden(token: str) -> list[str]:
 
 def _leak_cases() -> list[tuple[str, dict[str, Any], str]]:
     """(token, policy, expected kind): one case per kind a token can earn."""
-    sig = Signer("HS256", SECRET)
+    sig = forge.Signer("HS256", SECRET)
 
     def t(payload: Any = None, **header: Any) -> str:
         return sig.mint(PAYLOAD if payload is None else payload, kid="kid-sentinel", **header)
@@ -217,9 +218,9 @@ def _pem_body(pem: bytes) -> str:
 
 def _build_errors() -> list[tuple[Callable[[], Any], list[str]]]:
     """Build-time refusals with the key material they must not echo."""
-    rsa_private = signer("RS256").private
+    rsa_private = forge.signer("RS256").private
     private_pem = forge.private_pem(rsa_private)
-    ec_private_jwk = forge.private_jwk(signer("ES256").private)
+    ec_private_jwk = forge.private_jwk(forge.signer("ES256").private)
     oct_jwk = forge.oct_jwk(SECRET, "HS512")
     return [
         (lambda: Key.secret(SECRET[:20], "HS256"), [SECRET[:20].decode()]),
@@ -254,8 +255,8 @@ def test_build_errors_never_quote_key_material(
 
 
 def test_jwks_skip_reasons_never_quote_key_material() -> None:
-    private = forge.private_jwk(signer("ES256").private) | {"kid": "p"}
-    document = json.dumps({"keys": [signer("ES384").jwk(kid="ok"), private]})
+    private = forge.private_jwk(forge.signer("ES256").private) | {"kid": "p"}
+    document = json.dumps({"keys": [forge.signer("ES384").jwk(kid="ok"), private]})
 
     skipped = dict(KeySet.from_jwks(document).skipped)
 
@@ -266,9 +267,9 @@ def test_jwks_skip_reasons_never_quote_key_material() -> None:
 
 def test_key_repr_shows_no_material() -> None:
     key = Key.secret(SECRET, "HS256", "k")
-    pem_key = key_for(signer("RS256"), "r")
+    pem_key = key_for(forge.signer("RS256"), "r")
 
     assert SECRET.decode() not in repr(key)
     assert forge.b64url(SECRET) not in repr(key)
     assert "HS256" in repr(key)
-    assert _pem_body(forge.spki_pem(signer("RS256").private)) not in repr(pem_key)
+    assert _pem_body(forge.spki_pem(forge.signer("RS256").private)) not in repr(pem_key)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+import forge
 import pytest
-from forge import signer
 from grelmicro_core import Policy
 from support import NOW, error_of, hs256, key_for, kind_of, rejection, verifier
 
@@ -288,7 +288,7 @@ def test_policy_refusals() -> None:
 
 def test_claim_rules_do_not_depend_on_the_algorithm() -> None:
     """The same expired payload is refused the same way under ES256."""
-    sig = signer("ES256")
+    sig = forge.signer("ES256")
     check = verifier(key_for(sig))
 
     assert rejection(check, sig.mint({"exp": NOW})) == "expired"

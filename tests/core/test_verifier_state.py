@@ -11,13 +11,12 @@ import random
 from typing import Any
 
 import forge
-from forge import Signer, generate, signer
 from grelmicro_core import Key, KeySet, Policy, Verifier
 from support import FRESH, NOW, key_for, rejection, together
 
-ES_A = signer("ES256")
-ES_B = Signer("ES256", generate("ES256"))
-ATTACKER = Signer("ES256", generate("ES256"))
+ES_A = forge.signer("ES256")
+ES_B = forge.Signer("ES256", forge.generate("ES256"))
+ATTACKER = forge.Signer("ES256", forge.generate("ES256"))
 
 
 def build() -> Verifier:
@@ -26,7 +25,7 @@ def build() -> Verifier:
 
 
 def _tokens() -> list[str]:
-    hs = Signer("HS256", b"h" * 32)
+    hs = forge.Signer("HS256", b"h" * 32)
     header_a = {"alg": "ES256", "kid": "a", "typ": "at+jwt"}
     tokens = [
         ES_A.mint(FRESH, header=header_a),
