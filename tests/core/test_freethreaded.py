@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-# tests/ is on sys.path (pytest inserts the first directory above this
-# package); the tree hash is computed in one place.
-from test_installed_core import CORE, source_hash
+# tests/ is on sys.path (tests/conftest.py); the tree hash is computed in one place.
+from core_source import CORE, source_hash
 
 FT_PYTHON = os.environ.get("GRELMICRO_FT_PYTHON")
 TESTS = Path(__file__).resolve().parents[1]
