@@ -5,7 +5,10 @@ header ``{"alg", "typ", "kid"}``, the typical payload, and larger payloads made
 by adding a list of permission strings. Signing is done here with
 ``cryptography`` (no JWT library), so no lane verifies tokens its own library
 produced. Tokens and key forms come from the tests' one token forge
-(``tests/forge.py``). Every case also carries the tokens a lane must reject.
+(``tests/forge.py``); the other bench scripts mint with :func:`encode` and
+:func:`typical_payload` too. ``cryptography`` is imported only for
+asymmetric keys (the free-threaded 3.13t run has none). Every case also
+carries the tokens a lane must reject.
 
 Run as a script, it writes the fixtures as JSON (read by the Python workers,
 the Rust binary and the JavaScript lanes).
@@ -20,9 +23,6 @@ import secrets
 import sys
 import time
 from pathlib import Path
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 import forge
@@ -93,15 +93,15 @@ def make_keys() -> dict:
         keys[name] = secrets.token_bytes(size)
         keys[name + "/other"] = secrets.token_bytes(size)
     for bits in (2048, 3072, 4096):
-        keys[f"rsa-{bits}"] = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-    keys["rsa-2048/other"] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        keys[f"rsa-{bits}"] = forge.generate("RS256", rsa_bits=bits)
+    keys["rsa-2048/other"] = forge.generate("RS256")
     keys["rsa-3072/other"] = keys["rsa-2048/other"]
     keys["rsa-4096/other"] = keys["rsa-2048/other"]
-    for name, curve in (("p-256", ec.SECP256R1), ("p-384", ec.SECP384R1), ("p-521", ec.SECP521R1)):
-        keys[name] = ec.generate_private_key(curve())
-        keys[name + "/other"] = ec.generate_private_key(curve())
-    keys["ed25519"] = ed25519.Ed25519PrivateKey.generate()
-    keys["ed25519/other"] = ed25519.Ed25519PrivateKey.generate()
+    for name, alg in (("p-256", "ES256"), ("p-384", "ES384"), ("p-521", "ES512")):
+        keys[name] = forge.generate(alg)
+        keys[name + "/other"] = forge.generate(alg)
+    keys["ed25519"] = forge.generate("EdDSA")
+    keys["ed25519/other"] = forge.generate("EdDSA")
     return keys
 
 
@@ -112,6 +112,9 @@ def encode(alg: str, key: object, payload: dict, kid: str = KID) -> str:
 
 def public_material(name: str, key: object) -> dict:
     """Every form of the public key a lane may need."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: PLC0415
+
     if isinstance(key, bytes):
         return {
             "kind": "hmac",
