@@ -22,7 +22,7 @@ import pytest
 from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
 from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
-from servers import Running, serve
+from servers import DocumentServer, Running, jwks_of, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -361,7 +361,12 @@ def test_empty_bearer_credentials_are_invalid_request(client):
 
 @contextmanager
 def documents(pages: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
-    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log."""
+    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log.
+
+    HTTP/1.0, one connection per request: the lifespan test below checks that
+    shutdown ends the refresh task, which it does not do within the test's
+    wait against :class:`servers.DocumentServer`'s keep-alive connections.
+    """
     log: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -453,23 +458,22 @@ def test_websocket_keys_unavailable_closes_with_1013():
     assert closed.value.rcvd.reason == "keys-unavailable"
 
 
-def test_discovery_shows_an_openid_connect_scheme():
+def test_discovery_shows_an_openid_connect_scheme(server: DocumentServer):
     signer = private_key("ES256", kid="k1")
-    pages: dict[str, Any] = {"/jwks.json": {"keys": [signer.public_jwk()]}}
-    with documents(pages) as (base, _):
-        issuer = f"{base}/"
-        pages["/.well-known/openid-configuration"] = {
-            "issuer": issuer,
-            "jwks_uri": f"{base}/jwks.json",
-        }
-        verifier = JWTVerifier(
-            discover=issuer, allow_insecure_loopback=True, audience=AUDIENCE, clock=lambda: NOW
-        )
-        app, _ = build(verifier)
-        with serve(app) as client:
-            schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
-            token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
-            assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
+    base = server.url("")
+    issuer = f"{base}/"
+    server.set("/jwks.json", jwks_of(signer))
+    server.set(
+        "/.well-known/openid-configuration", {"issuer": issuer, "jwks_uri": f"{base}/jwks.json"}
+    )
+    verifier = JWTVerifier(
+        discover=issuer, allow_insecure_loopback=True, audience=AUDIENCE, clock=lambda: NOW
+    )
+    app, _ = build(verifier)
+    with serve(app) as client:
+        schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
+        token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
+        assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
     assert schemes == {
         "JWTBearer": {
             "type": "openIdConnect",

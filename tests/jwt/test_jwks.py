@@ -357,19 +357,28 @@ FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def break_source(server: DocumentServer, fault: str) -> None:
+    """Make ``server``'s JWKS answer with ``fault`` (``"down"``: nothing listens any more)."""
+    if fault == "down":
+        server.stop()
+    else:
+        server.set(JWKS, **FAULTS[fault])
+
+
+def faulty_source(server: DocumentServer, fault: str) -> JWTVerifier:
+    """A verifier (no keys yet) over ``server``'s JWKS, broken by ``fault``."""
+    url = server.url(JWKS)
+    break_source(server, fault)
+    return JWTVerifier(
+        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
+    )
+
+
 @pytest.mark.parametrize("fault", [*FAULTS, "down"])
 def test_no_keys_at_start_is_a_503_never_a_401(
     server: DocumentServer, k1: Signer, fault: str
 ) -> None:
-    if fault == "down":
-        url = server.url(JWKS)
-        server.stop()
-    else:
-        server.set(JWKS, **FAULTS[fault])
-        url = server.url(JWKS)
-    verifier = JWTVerifier(
-        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
-    )
+    verifier = faulty_source(server, fault)
     started = time.perf_counter()
     with pytest.raises(KeysUnavailableError) as caught:
         verifier.verify(mint(k1))
@@ -400,10 +409,7 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
         verifier = network_verifier(server, clock, options, cache_size=0)
         token = mint(k1)
         verifier.verify(token)
-        if fault == "down":
-            server.stop()
-        else:
-            server.set(JWKS, **FAULTS[fault])
+        break_source(server, fault)
         caplog.set_level(logging.WARNING, "grelmicro.jwt")
         # Past expiry, within the staleness bound: served, counted, logged once.
         for step in range(5):
@@ -434,15 +440,7 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
 async def test_async_faults_end_in_a_503_within_the_timeouts(
     server: DocumentServer, k1: Signer, fault: str
 ) -> None:
-    if fault == "down":
-        url = server.url(JWKS)
-        server.stop()
-    else:
-        server.set(JWKS, **FAULTS[fault])
-        url = server.url(JWKS)
-    verifier = JWTVerifier(
-        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
-    )
+    verifier = faulty_source(server, fault)
     started = time.perf_counter()
     await verifier.start()  # logs, does not raise
     with pytest.raises(KeysUnavailableError):
