@@ -7,7 +7,10 @@ no test depends on the wall clock. Tokens are minted by :mod:`forge` with
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,6 +89,18 @@ CACHE_MODES = {
 def cache_mode(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Each behaviour holds with the cache off, keyed by digest, keyed by token."""
     return dict(CACHE_MODES[request.param])
+
+
+@pytest.fixture(scope="session")
+def demo() -> tuple[str, dict[str, str]]:
+    """``examples/fastapi_demo.py`` run once: its output, and its blocks by title."""
+    demo_script = Path(__file__).resolve().parents[2] / "examples" / "fastapi_demo.py"
+    result = subprocess.run(
+        [sys.executable, str(demo_script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    blocks = {block.split("\n", 1)[0]: block for block in result.stdout.split("--- ")[1:]}
+    return result.stdout, blocks
 
 
 @pytest.fixture
