@@ -302,28 +302,31 @@ def _serialization() -> Any:
     return serialization
 
 
+def _public_bytes(key: Any, encoding: str, public_format: str) -> bytes:
+    ser = _serialization()
+    return public_of(key).public_bytes(
+        getattr(ser.Encoding, encoding), getattr(ser.PublicFormat, public_format)
+    )
+
+
 def spki_pem(key: Any) -> bytes:
     """SubjectPublicKeyInfo PEM (``-----BEGIN PUBLIC KEY-----``) of a private or public key."""
-    ser = _serialization()
-    return public_of(key).public_bytes(ser.Encoding.PEM, ser.PublicFormat.SubjectPublicKeyInfo)
+    return _public_bytes(key, "PEM", "SubjectPublicKeyInfo")
 
 
 def spki_der(key: Any) -> bytes:
     """SubjectPublicKeyInfo DER of a private or public key."""
-    ser = _serialization()
-    return public_of(key).public_bytes(ser.Encoding.DER, ser.PublicFormat.SubjectPublicKeyInfo)
+    return _public_bytes(key, "DER", "SubjectPublicKeyInfo")
 
 
 def pkcs1_pem(key: Any) -> bytes:
     """PKCS#1 PEM (``-----BEGIN RSA PUBLIC KEY-----``) of an RSA key."""
-    ser = _serialization()
-    return public_of(key).public_bytes(ser.Encoding.PEM, ser.PublicFormat.PKCS1)
+    return _public_bytes(key, "PEM", "PKCS1")
 
 
 def openssh(key: Any) -> bytes:
     """OpenSSH ``authorized_keys`` text (``ssh-rsa AAAA...``)."""
-    ser = _serialization()
-    return public_of(key).public_bytes(ser.Encoding.OpenSSH, ser.PublicFormat.OpenSSH)
+    return _public_bytes(key, "OpenSSH", "OpenSSH")
 
 
 def private_pem(private: Any, *, traditional: bool = False) -> bytes:
