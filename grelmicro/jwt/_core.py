@@ -77,6 +77,7 @@ try:
     from grelmicro_core._core import (
         ProofVerifier,
         TokenCache,
+        VerifyCall,
         jwk_thumbprint,
         normalize_htu,
         unverified_issuer,
@@ -107,6 +108,7 @@ __all__ = [
     "ProofVerifier",
     "TokenCache",
     "Verifier",
+    "VerifyCall",
     "__version__",
     "algorithms",
     "cache_key",

@@ -166,6 +166,34 @@ class TokenCache:
     def __len__(self) -> int: ...
 
 @final
+class VerifyCall:
+    """A verifier's ``verify(token, /, *, now=None)``: one call per request.
+
+    Keeps, per thread, a reference to the installed route (a ``TokenCache``
+    with its engine) and a view of its entries, so a hit touches no lock and
+    no object another thread writes. ``refuse(error, now)`` raises what a
+    failure becomes; ``install(route)`` swaps the route for every thread.
+    """
+
+    def __new__(
+        cls,
+        route: TokenCache,
+        *,
+        clock: Callable[[], float],
+        refuse: Callable[[BaseException, object], Any],
+        signature: Any,
+    ) -> VerifyCall: ...
+    def __call__(self, token: str | bytes, /, *, now: float | None = None) -> Any:
+        """Verify ``token`` and return its claims."""
+    def install(self, route: TokenCache) -> None:
+        """Makes ``route`` the one every later call uses (from any thread)."""
+    def _view_len(self) -> int | None:
+        """For tests: entries in the calling thread's view (None: no fresh view)."""
+    @property
+    def __signature__(self) -> Any:
+        """The signature frameworks see (``inspect.signature`` reads it)."""
+
+@final
 class ProofVerifier:
     """The rules a DPoP proof (RFC 9449) is checked against; one call per proof.
 
