@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minting import NOW, SECRET, hmac_key
+from forge import NOW, SECRET, hmac_key
 
 from grelmicro.jwt import Claims, JWTVerifier, Key, TokenRejectedError, UnknownKeyError, _core
 from grelmicro.jwt._cache import TokenCache
