@@ -117,9 +117,7 @@ def test_clearing_the_table_makes_every_view_stale():
 
 
 def test_a_removed_key_takes_the_views_with_it():
-    verifier = JWTVerifier(
-        [Key.secret(OLD.private, kid="old"), Key.secret(NEW.private, kid="new")]
-    )
+    verifier = JWTVerifier([Key.secret(OLD.private, kid="old"), Key.secret(NEW.private, kid="new")])
     token = OLD.mint({"exp": NOW + 60})
     ready, rotated = threading.Event(), threading.Event()
     outcome: list[str] = []
@@ -153,9 +151,7 @@ def test_an_added_key_keeps_the_view():
 
     # A key of another algorithm changes no cached answer: the cache stays, and
     # so does this thread's view of it.
-    verifier.rotate(
-        [Key.secret(OLD.private, kid="old"), Key.secret(b"x" * 48, "HS384", kid="384")]
-    )
+    verifier.rotate([Key.secret(OLD.private, kid="old"), Key.secret(b"x" * 48, "HS384", kid="384")])
 
     assert verifier.verify(token, now=NOW) is first
 
