@@ -31,7 +31,6 @@ wrong-audience and a tampered token, 403 for a token without the scope.
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import platform
@@ -49,14 +48,13 @@ from typing import Annotated, Any
 import httpx
 import jwt
 import uvicorn
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi import Depends, FastAPI, HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fixtures import encode, forge, typical_payload
 from starlette.requests import HTTPConnection
 
 from grelmicro.jwt import Claims, JWTVerifier, Key
-from grelmicro.jwt._demo import AUDIENCE, ISSUER, canonical_payload
+from grelmicro.jwt._demo import AUDIENCE, ISSUER
 from grelmicro.jwt.fastapi import JWTBearer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,28 +73,17 @@ LANES = {
 # -- keys and tokens -------------------------------------------------------------
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def make_keys() -> tuple[Any, bytes]:
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public_pem = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return private, public_pem
+    private = forge.generate("RS256")
+    return private, forge.spki_pem(private)
 
 
 def sign(private: Any, payload: dict[str, Any]) -> str:
-    header = {"alg": "RS256", "typ": "JWT", "kid": "k1"}
-    parts = [b64url(json.dumps(p, separators=(",", ":")).encode()) for p in (header, payload)]
-    signing_input = ".".join(parts).encode()
-    signature = private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-    return f"{signing_input.decode()}.{b64url(signature)}"
+    return encode("RS256", private, payload)
 
 
 def canonical(now: int, **changes: Any) -> dict[str, Any]:
-    return {**canonical_payload(now), **changes}
+    return {**typical_payload(now), **changes}
 
 
 # -- the server process ------------------------------------------------------------

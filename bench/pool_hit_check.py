@@ -22,15 +22,16 @@ import sys
 import threading
 import time
 
+from fixtures import encode, typical_payload
+
 from grelmicro.jwt import JWTVerifier, Key
-from grelmicro.jwt._demo import canonical_payload, mint_hs256
 
 SECRET = b"pool-hit-check-secret-0123456789abcdef"
 
 
 def canonical_token(now: int) -> bytes:
     """The canonical benchmark token (shared/bench-token.md), HS256."""
-    return mint_hs256(SECRET, canonical_payload(now), typ="JWT", kid="k1").encode()
+    return encode("HS256", SECRET, typical_payload(now)).encode()
 
 
 def hit_round(verify: object, raw: bytes, calls: int) -> float:

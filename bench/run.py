@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+import core_source  # the one implementation of the core's source hash
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 CORE = ROOT / "grelmicro-core"
@@ -111,14 +114,8 @@ def venv_python(name: str) -> Path:
 
 
 def source_hash() -> str:
-    """The same FNV-1a hash as grelmicro-core/build.rs, to tell a stale wheel."""
-    h = 0xCBF29CE484222325
-    for path in sorted((CORE / "src").glob("*.rs"), key=lambda p: p.name):
-        for chunk in (path.name.encode(), b"\0", path.read_bytes(), b"\0"):
-            for byte in chunk:
-                h ^= byte
-                h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
+    """The FNV-1a hash grelmicro-core/build.rs records, to tell a stale wheel."""
+    return core_source.source_hash(CORE / "src")
 
 
 def installed_core_hash(py: Path) -> str | None:

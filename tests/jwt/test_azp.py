@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minting import NOW, hmac_key
+from forge import NOW, hmac_key
 
 from grelmicro.jwt import (
     ConfigurationError,

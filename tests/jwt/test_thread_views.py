@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minting import NOW, SECRET, hmac_key
+from forge import NOW, SECRET, hmac_key
 
 from grelmicro.jwt import Claims, JWTVerifier, Key, TokenRejectedError, UnknownKeyError, _core
 from grelmicro.jwt._cache import TokenCache
@@ -117,9 +117,7 @@ def test_clearing_the_table_makes_every_view_stale():
 
 
 def test_a_removed_key_takes_the_views_with_it():
-    verifier = JWTVerifier(
-        [Key.secret(OLD.material, kid="old"), Key.secret(NEW.material, kid="new")]
-    )
+    verifier = JWTVerifier([Key.secret(OLD.private, kid="old"), Key.secret(NEW.private, kid="new")])
     token = OLD.mint({"exp": NOW + 60})
     ready, rotated = threading.Event(), threading.Event()
     outcome: list[str] = []
@@ -139,7 +137,7 @@ def test_a_removed_key_takes_the_views_with_it():
     thread = threading.Thread(target=pool)
     thread.start()
     ready.wait(10)
-    verifier.rotate([Key.secret(NEW.material, kid="new")])
+    verifier.rotate([Key.secret(NEW.private, kid="new")])
     rotated.set()
     thread.join(10)
 
@@ -147,15 +145,13 @@ def test_a_removed_key_takes_the_views_with_it():
 
 
 def test_an_added_key_keeps_the_view():
-    verifier = JWTVerifier([Key.secret(OLD.material, kid="old")])
+    verifier = JWTVerifier([Key.secret(OLD.private, kid="old")])
     token = OLD.mint({"exp": NOW + 60})
     first = verifier.verify(token, now=NOW)
 
     # A key of another algorithm changes no cached answer: the cache stays, and
     # so does this thread's view of it.
-    verifier.rotate(
-        [Key.secret(OLD.material, kid="old"), Key.secret(b"x" * 48, "HS384", kid="384")]
-    )
+    verifier.rotate([Key.secret(OLD.private, kid="old"), Key.secret(b"x" * 48, "HS384", kid="384")])
 
     assert verifier.verify(token, now=NOW) is first
 
