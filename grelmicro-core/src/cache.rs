@@ -53,8 +53,11 @@ impl<V> Table<V> {
     /// valid at `now` (`stored_at <= now < deadline`).
     pub fn get(&self, key: &[u8], now: f64) -> Option<(&V, f64, f64)> {
         let entry = self.map.get(key)?;
-        (entry.stored_at <= now && now < entry.deadline)
-            .then_some((&entry.value, entry.deadline, entry.stored_at))
+        (entry.stored_at <= now && now < entry.deadline).then_some((
+            &entry.value,
+            entry.deadline,
+            entry.stored_at,
+        ))
     }
 
     /// Stores `value` under `key` for `stored_at <= now < deadline`. Returns
@@ -274,7 +277,11 @@ mod tests {
         assert!(cache.insert(b"k", 7, 20.0, 10.0).is_empty());
         assert_eq!(cache.get(b"k", 10.0, |v, _, _| *v), Some(7));
         assert_eq!(cache.get(b"k", 19.9, |v, _, _| *v), Some(7));
-        assert_eq!(cache.get(b"k", 20.0, |v, _, _| *v), None, "deadline is exclusive");
+        assert_eq!(
+            cache.get(b"k", 20.0, |v, _, _| *v),
+            None,
+            "deadline is exclusive"
+        );
         assert_eq!(
             cache.get(b"k", 9.0, |v, _, _| *v),
             None,
@@ -328,7 +335,10 @@ mod tests {
         let mut view = Table::new(2);
         assert!(view.insert(b"a", 1, 50.0, 5.0, 10.0).is_empty());
         assert_eq!(view.get(b"a", 4.0), None, "before it was stored");
-        assert_eq!(view.get(b"a", 10.0).map(|(v, d, s)| (*v, d, s)), Some((1, 50.0, 5.0)));
+        assert_eq!(
+            view.get(b"a", 10.0).map(|(v, d, s)| (*v, d, s)),
+            Some((1, 50.0, 5.0))
+        );
         view.insert(b"b", 2, 50.0, 10.0, 10.0);
         assert_eq!(view.insert(b"c", 3, 50.0, 10.0, 10.0), vec![1]);
         assert_eq!(view.len(), 2);

@@ -164,12 +164,14 @@ def test_a_view_holds_at_most_cache_size_entries():
     def pool() -> list[int | None]:
         sizes = []
         for token in tokens:
-            verifier.verify(token, now=NOW)
+            verifier.verify(token, now=NOW)  # a miss: verified, stored in the shared table
+            verifier.verify(token, now=NOW)  # from the shared table into this thread's view
             sizes.append(verifier.verify._view_len())  # type: ignore[attr-defined]
         return sizes
 
     sizes = in_thread(pool)
 
+    assert sizes[:3] == [1, 2, 3]
     assert max(s or 0 for s in sizes) == 8
     assert verifier.cache_info().size <= 8
 
@@ -224,3 +226,18 @@ def test_refusals_through_a_view_are_our_errors():
         return "accepted"
 
     assert in_thread(pool) == "malformed"
+
+
+def test_a_stream_of_new_tokens_fills_only_the_shared_table():
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=8)
+    key = hmac_key()
+    first = key.mint({"exp": NOW + 60, "jti": "first"})
+    stored = verifier.verify(first, now=NOW)
+
+    for i in range(5):
+        verifier.verify(key.mint({"exp": NOW + 60, "jti": str(i)}), now=NOW)
+
+    assert verifier.verify._view_len() == 0  # type: ignore[attr-defined]
+    assert verifier.cache_info().size == 6
+    assert verifier.verify(first, now=NOW) is stored  # the storing thread's own object
+    assert verifier.verify._view_len() == 1  # type: ignore[attr-defined]

@@ -43,6 +43,27 @@ pub struct PyTokenCache {
 pub(super) struct Stored {
     claims: Py<PyAny>,
     payload: Py<PyAny>,
+    /// The thread that built `claims` (see [`thread_tag`]).
+    owner: u64,
+}
+
+/// A number for the calling thread, unique for the process's life.
+pub(super) fn thread_tag() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TAG: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.try_with(|tag| *tag).unwrap_or(0)
+}
+
+/// A shared hit, as the calling thread may serve it.
+pub(super) struct SharedHit {
+    /// The stored payload, to build this thread's own claims around.
+    pub(super) payload: Py<PyAny>,
+    /// The stored claims, when this thread built them (it owns their count).
+    pub(super) own: Option<Py<PyAny>>,
+    pub(super) deadline: f64,
+    pub(super) stored_at: f64,
 }
 
 /// A token's cache key: its SHA-256 digest, or the token's own bytes.
@@ -127,22 +148,19 @@ impl PyTokenCache {
     }
 
     /// `(payload, deadline, stored_at)` of the entry valid at `now`.
-    pub(super) fn shared_hit(
-        &self,
-        py: Python<'_>,
-        key: &[u8],
-        now: f64,
-    ) -> Option<(Py<PyAny>, f64, f64)> {
-        self.inner.get(key, now, |stored, deadline, stored_at| {
-            (stored.payload.clone_ref(py), deadline, stored_at)
-        })
+    pub(super) fn shared_hit(&self, py: Python<'_>, key: &[u8], now: f64) -> Option<SharedHit> {
+        let me = thread_tag();
+        self.inner
+            .get(key, now, |stored, deadline, stored_at| SharedHit {
+                payload: stored.payload.clone_ref(py),
+                own: (stored.owner == me && me != 0).then(|| stored.claims.clone_ref(py)),
+                deadline,
+                stored_at,
+            })
     }
 
     /// Claims of this cache's claims type around a stored payload.
-    pub(super) fn wrap<'py>(
-        &self,
-        payload: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn wrap<'py>(&self, payload: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         self.paths()?.1.bind(payload.py()).call1((payload,))
     }
 
@@ -164,6 +182,7 @@ impl PyTokenCache {
             let stored = Stored {
                 claims: claims.clone().unbind(),
                 payload: payload.unbind(),
+                owner: thread_tag(),
             };
             // What left the cache is dropped here, after the lock is released.
             drop(self.inner.insert(key, stored, deadline, now));
@@ -327,8 +346,7 @@ impl PyTokenCache {
         now: f64,
     ) -> PyResult<Option<Py<PyAny>>> {
         self.with_key(token, |key| {
-            self.inner
-                .get(key, now, |v, _, _| v.claims.clone_ref(py))
+            self.inner.get(key, now, |v, _, _| v.claims.clone_ref(py))
         })
     }
 
@@ -347,6 +365,7 @@ impl PyTokenCache {
         let stored = Stored {
             claims: value,
             payload: payload.clone().unbind(),
+            owner: 0,
         };
         drop(self.with_key(token, |key| self.inner.insert(key, stored, deadline, now))?);
         Ok(())

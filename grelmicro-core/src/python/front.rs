@@ -15,9 +15,12 @@
 //!   own reference to the current route, checked against a generation
 //!   counter that only `install` writes;
 //! - each thread keeps a view of the cache (a [`Table`] of its own, no lock):
-//!   a hit is a look-up there returning claims that thread built around the
-//!   stored payload, so their count is that thread's own. A miss in the view
-//!   reads the shared table (one read lock), and only a miss there verifies.
+//!   a hit is a look-up there returning claims that thread built (around the
+//!   stored payload, or when it verified the token itself), so their count
+//!   is that thread's own. A miss in the view reads the shared table (one
+//!   read lock) and fills the view; only a miss there verifies, and stores
+//!   in the shared table alone (the view takes the result on the thread's
+//!   next request for that token: new tokens pay for one table, not two).
 //!
 //! The view holds the same entries under the same rule as the shared table
 //! (`stored_at <= now < deadline`, FIFO, at most `max_size`); a cleared
@@ -234,28 +237,30 @@ impl PyVerifyCall {
             cache.count(false);
             return Ok(hit);
         }
-        let (claims, deadline, stored_at) = match cache.shared_hit(py, key, now) {
-            Some((payload, deadline, stored_at)) => {
-                cache.count(false);
-                (cache.wrap(payload.bind(py))?, Some(deadline), stored_at)
-            }
-            None => {
-                cache.count(true);
-                let (claims, deadline) = cache.verify_and_store(token, key, now)?;
-                (claims, deadline, now)
-            }
-        };
-        if let Some(deadline) = deadline {
-            let own = claims.clone().unbind();
+        // A miss in the view: the shared table. A result this thread stored
+        // comes back as the object it built; another thread's payload gets
+        // claims of this thread's own. Either goes into the view.
+        if let Some(hit) = cache.shared_hit(py, key, now) {
+            cache.count(false);
+            let claims = match hit.own {
+                Some(own) => own.into_bound(py),
+                None => cache.wrap(hit.payload.bind(py))?,
+            };
+            let times = (hit.deadline, hit.stored_at, now);
             drop(view_store(
                 self.shared.id,
                 &route,
                 key,
-                own,
-                (deadline, stored_at, now),
+                claims.clone().unbind(),
+                times,
             ));
+            return Ok(claims.unbind());
         }
-        Ok(claims.unbind())
+        // A miss: verify and store in the shared table only. The view takes
+        // the result on this thread's next request for the token, so a
+        // stream of new tokens pays for no second table.
+        cache.count(true);
+        Ok(cache.verify_and_store(token, key, now)?.0.unbind())
     }
 }
 
@@ -333,7 +338,10 @@ impl PyVerifyCall {
     }
 
     fn __repr__(&self) -> String {
-        "<grelmicro verify(token, /, *, now=None)>".to_owned()
+        format!(
+            "<grelmicro verify(token, /, *, now=None) #{}>",
+            self.shared.id
+        )
     }
 }
 
