@@ -11,11 +11,51 @@ use crate::error::{malformed, Detail, Error, ErrorKind, Result};
 use crate::json::{duplicate_member, parse_error, value, Builder, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
-const EXP: usize = 0;
-const NBF: usize = 1;
-const IAT: usize = 2;
-const ISS: usize = 3;
-const AUD: usize = 4;
+/// A registered claim (RFC 7519 §4.1) the walk checks; its discriminant
+/// is its index in [`REGISTERED`] and its bit in the policy's required set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    Exp = 0,
+    Nbf = 1,
+    Iat = 2,
+    Iss = 3,
+    Aud = 4,
+    Sub = 5,
+    Jti = 6,
+}
+
+impl Claim {
+    const ALL: [Claim; 7] = [
+        Claim::Exp,
+        Claim::Nbf,
+        Claim::Iat,
+        Claim::Iss,
+        Claim::Aud,
+        Claim::Sub,
+        Claim::Jti,
+    ];
+
+    fn from_name(name: &str) -> Option<Claim> {
+        Some(match name {
+            "exp" => Claim::Exp,
+            "nbf" => Claim::Nbf,
+            "iat" => Claim::Iat,
+            "iss" => Claim::Iss,
+            "aud" => Claim::Aud,
+            "sub" => Claim::Sub,
+            "jti" => Claim::Jti,
+            _ => return None,
+        })
+    }
+
+    const fn name(self) -> &'static str {
+        REGISTERED[self as usize]
+    }
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
 
 /// What the walk learned about the registered claims.
 #[derive(Default)]
@@ -134,7 +174,7 @@ pub fn decode<B: Builder>(
     let mut object = builder.object()?;
     let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
     while let Some(text) = name {
-        let slot = REGISTERED.iter().position(|r| *r == text);
+        let slot = Claim::from_name(text);
         if slot.is_none() && !policy.required_other.is_empty() {
             if let Some(index) = policy.required_other.iter().position(|r| r == text) {
                 seen.other_present |= 1 << index;
@@ -142,16 +182,16 @@ pub fn decode<B: Builder>(
         }
         let key = builder.key(text)?;
         let member = match slot {
-            Some(index @ (EXP | NBF | IAT)) => {
-                let (member, time) = time_value(&mut jiter, builder, REGISTERED[index])?;
-                match index {
-                    EXP => seen.exp = time,
-                    NBF => seen.nbf = time,
+            Some(claim @ (Claim::Exp | Claim::Nbf | Claim::Iat)) => {
+                let (member, time) = time_value(&mut jiter, builder, claim.name())?;
+                match claim {
+                    Claim::Exp => seen.exp = time,
+                    Claim::Nbf => seen.nbf = time,
                     _ => seen.iat = time,
                 }
                 member
             }
-            Some(ISS) => {
+            Some(Claim::Iss) => {
                 let text = string_value(&mut jiter, "iss")?;
                 match policy.issuers.iter().position(|i| i == text) {
                     Some(index) => {
@@ -161,13 +201,13 @@ pub fn decode<B: Builder>(
                     None => builder.string(text)?,
                 }
             }
-            Some(AUD) => {
+            Some(Claim::Aud) => {
                 let (member, ok) = audience_value(&mut jiter, builder, policy)?;
                 seen.audience_ok = ok;
                 member
             }
-            Some(index) => {
-                let text = string_value(&mut jiter, REGISTERED[index])?;
+            Some(claim @ (Claim::Sub | Claim::Jti)) => {
+                let text = string_value(&mut jiter, claim.name())?;
                 builder.string(text)?
             }
             None => {
@@ -184,8 +224,8 @@ pub fn decode<B: Builder>(
                 })?
             }
         };
-        if let Some(index) = slot {
-            seen.present |= 1 << index;
+        if let Some(claim) = slot {
+            seen.present |= claim.bit();
         }
         if !builder.insert(&mut object, key, member)? {
             return Err(duplicate_member());
@@ -210,7 +250,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
     let missing = policy.required_registered & !seen.present;
     if missing != 0 {
         let index = missing.trailing_zeros() as usize;
-        return Err(missing_claim(REGISTERED[index]));
+        return Err(missing_claim(Claim::ALL[index].name()));
     }
     for (index, name) in policy.required_other.iter().enumerate() {
         if seen.other_present & (1 << index) == 0 {
@@ -218,13 +258,13 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     }
     let leeway = policy.leeway;
-    let has = |index: usize| seen.present & (1 << index) != 0;
+    let has = |claim: Claim| seen.present & claim.bit() != 0;
     // Each rule is written as the condition that must hold, so a NaN time
     // (an integer too large to convert) fails it instead of passing.
     let before_exp = now < seen.exp + leeway;
     let after_nbf = now >= seen.nbf - leeway;
     let iat_past = seen.iat <= now + leeway;
-    if has(EXP) && !before_exp {
+    if has(Claim::Exp) && !before_exp {
         return Err(Error::with(
             ErrorKind::Expired,
             format!(
@@ -238,7 +278,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         .detail("now", Detail::Number(now))
         .detail("leeway", Detail::Number(leeway)));
     }
-    if has(NBF) && !after_nbf {
+    if has(Claim::Nbf) && !after_nbf {
         return Err(Error::with(
             ErrorKind::NotYetValid,
             format!(
@@ -252,7 +292,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         .detail("now", Detail::Number(now))
         .detail("leeway", Detail::Number(leeway)));
     }
-    if has(IAT) {
+    if has(Claim::Iat) {
         if !iat_past {
             return Err(Error::with(
                 ErrorKind::IssuedInFuture,
@@ -287,7 +327,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     }
     if !policy.issuers.is_empty() {
-        if !has(ISS) {
+        if !has(Claim::Iss) {
             return Err(missing_claim("iss"));
         }
         if !seen.issuer_ok {
@@ -298,7 +338,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         }
     }
     if policy.audiences.is_empty() {
-        if has(AUD) {
+        if has(Claim::Aud) {
             return Err(Error::new(
                 ErrorKind::Audience,
                 "token has an aud claim but no audience is configured",
@@ -306,7 +346,7 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             .detail("expected", Detail::Texts(Vec::new())));
         }
     } else {
-        if !has(AUD) {
+        if !has(Claim::Aud) {
             return Err(missing_claim("aud"));
         }
         if !seen.audience_ok {
@@ -322,6 +362,17 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claim_enum_follows_the_registered_list() {
+        assert_eq!(Claim::ALL.len(), REGISTERED.len());
+        for (index, claim) in Claim::ALL.into_iter().enumerate() {
+            assert_eq!(claim as usize, index);
+            assert_eq!(Claim::from_name(REGISTERED[index]), Some(claim));
+            assert_eq!(claim.name(), REGISTERED[index]);
+        }
+        assert_eq!(Claim::from_name("EXP"), None);
+    }
     use crate::json::{Value, ValueBuilder};
     use crate::policy::PolicyOptions;
 

@@ -25,12 +25,11 @@ use std::fmt::Write as _;
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest;
 
-use crate::algorithm::{Algorithm, Family};
+use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
 use crate::json::Value;
 use crate::key::Key;
-use crate::keyset::algorithm_bit;
 use crate::policy::{normalise_typ, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
 use crate::token;
 
@@ -165,7 +164,7 @@ impl Default for ProofOptions {
 /// The rules a proof is checked against; built once, immutable.
 #[derive(Clone, Debug)]
 pub struct ProofVerifier {
-    allowed: u32,
+    allowed: AlgorithmSet,
     max_age: f64,
     leeway: f64,
     max_size: usize,
@@ -180,11 +179,11 @@ impl ProofVerifier {
     pub fn new(options: ProofOptions) -> Result<ProofVerifier> {
         let allowed = match &options.algorithms {
             None => Algorithm::ALL
-                .iter()
+                .into_iter()
                 .filter(|a| a.family() != Family::Hmac)
-                .fold(0, |bits, a| bits | algorithm_bit(*a)),
+                .collect(),
             Some(names) => {
-                let mut bits = 0;
+                let mut set = AlgorithmSet::EMPTY;
                 for name in names {
                     let alg = Algorithm::parse_config(name)?;
                     if alg.family() == Family::Hmac {
@@ -193,12 +192,12 @@ impl ProofVerifier {
                              HS256/HS384/HS512 cannot be allowed",
                         ));
                     }
-                    bits |= algorithm_bit(alg);
+                    set.insert(alg);
                 }
-                bits
+                set
             }
         };
-        if allowed == 0 {
+        if allowed.is_empty() {
             return Err(config("no algorithm is allowed for DPoP proofs"));
         }
         if !(options.max_age.is_finite() && options.max_age > 0.0) {
@@ -223,7 +222,7 @@ impl ProofVerifier {
 
     /// Whether proofs signed with `alg` are accepted.
     pub fn allows(&self, alg: Algorithm) -> bool {
-        self.allowed & algorithm_bit(alg) != 0
+        self.allowed.contains(alg)
     }
 
     pub fn max_age(&self) -> f64 {

@@ -97,14 +97,6 @@ impl ErrorKind {
             ErrorKind::InvalidConfig => "invalid-config",
         }
     }
-
-    /// True for refusals of a token (as opposed to build-time refusals).
-    pub const fn is_rejection(self) -> bool {
-        !matches!(
-            self,
-            ErrorKind::InvalidKey | ErrorKind::WeakKey | ErrorKind::InvalidConfig
-        )
-    }
 }
 
 impl fmt::Display for ErrorKind {
@@ -236,7 +228,5 @@ mod tests {
     fn display_names_the_kind() {
         let err = Error::new(ErrorKind::Expired, "token expired");
         assert_eq!(err.to_string(), "expired: token expired");
-        assert!(err.kind().is_rejection());
-        assert!(!ErrorKind::WeakKey.is_rejection());
     }
 }

@@ -20,7 +20,30 @@ pub struct Header {
     pub typ: Option<String>,
 }
 
-const KNOWN: [&str; 5] = ["alg", "kid", "typ", "crit", "b64"];
+/// The header members that carry meaning here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    Alg,
+    Kid,
+    Typ,
+    Crit,
+    B64,
+}
+
+impl Member {
+    const COUNT: usize = Member::B64 as usize + 1;
+
+    fn from_name(name: &str) -> Option<Member> {
+        Some(match name {
+            "alg" => Member::Alg,
+            "kid" => Member::Kid,
+            "typ" => Member::Typ,
+            "crit" => Member::Crit,
+            "b64" => Member::B64,
+            _ => return None,
+        })
+    }
+}
 
 /// Parses a decoded header (JSON bytes); nesting deeper than `max_depth`
 /// is refused as too large.
@@ -33,27 +56,25 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     let mut alg: Option<Algorithm> = None;
     let mut kid = None;
     let mut typ = None;
-    let mut seen = [false; KNOWN.len()];
+    let mut seen = [false; Member::COUNT];
     // A set, not a list: a forged header with many members must not cost
     // quadratic time before the signature is checked.
     let mut others: HashSet<String> = HashSet::new();
 
     let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
     while let Some(text) = name {
-        match KNOWN.iter().position(|k| *k == text) {
-            Some(index) => {
-                if seen[index] {
+        match Member::from_name(text) {
+            Some(member) => {
+                if seen[member as usize] {
                     return Err(duplicate_member());
                 }
-                seen[index] = true;
-                match index {
-                    0 => {
-                        alg = Some(read_alg(&mut jiter)?);
-                    }
-                    1 => kid = Some(read_string(&mut jiter, "kid")?),
-                    2 => typ = Some(read_string(&mut jiter, "typ")?),
-                    3 => read_crit(&mut jiter)?,
-                    _ => read_b64(&mut jiter)?,
+                seen[member as usize] = true;
+                match member {
+                    Member::Alg => alg = Some(read_alg(&mut jiter)?),
+                    Member::Kid => kid = Some(read_string(&mut jiter, "kid")?),
+                    Member::Typ => typ = Some(read_string(&mut jiter, "typ")?),
+                    Member::Crit => read_crit(&mut jiter)?,
+                    Member::B64 => read_b64(&mut jiter)?,
                 }
             }
             None => {
