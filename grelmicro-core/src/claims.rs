@@ -8,7 +8,7 @@
 use jiter::{Jiter, NumberAny, NumberInt, Peek};
 
 use crate::error::{malformed, Detail, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, parse_error, value, Builder, NON_FINITE};
+use crate::json::{duplicate_member, value, Builder, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
 /// A registered claim (RFC 7519 §4.1) the walk checks; its discriminant
@@ -92,13 +92,13 @@ fn time_value<B: Builder>(
     builder: &mut B,
     name: &str,
 ) -> Result<(B::Value, f64)> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if !peek.is_num() {
         return Err(invalid(name, "a number"));
     }
     // A time beyond the range of a double would become an infinity (a token
     // that never expires): refused, whether written as a float or an integer.
-    match jiter.known_number(peek).map_err(|e| parse_error(&e))? {
+    match jiter.known_number(peek)? {
         NumberAny::Int(NumberInt::Int(int)) => Ok((builder.int(int)?, int as f64)),
         NumberAny::Int(NumberInt::BigInt(big)) => {
             let approx = big.to_string().parse::<f64>().unwrap_or(f64::NAN);
@@ -113,11 +113,11 @@ fn time_value<B: Builder>(
 }
 
 fn string_value<'j>(jiter: &'j mut Jiter<'_>, name: &str) -> Result<&'j str> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::String {
         return Err(invalid(name, "a string"));
     }
-    jiter.known_str().map_err(|e| parse_error(&e))
+    Ok(jiter.known_str()?)
 }
 
 fn audience_value<B: Builder>(
@@ -125,7 +125,7 @@ fn audience_value<B: Builder>(
     builder: &mut B,
     policy: &Policy,
 ) -> Result<(B::Value, bool)> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     let build = |builder: &mut B, text: &str| -> Result<(B::Value, bool)> {
         match policy.audiences.iter().position(|a| a == text) {
             Some(index) => Ok((builder.known(false, index, text)?, true)),
@@ -134,22 +134,22 @@ fn audience_value<B: Builder>(
     };
     match peek {
         Peek::String => {
-            let text = jiter.known_str().map_err(|e| parse_error(&e))?;
+            let text = jiter.known_str()?;
             build(builder, text)
         }
         Peek::Array => {
             let mut ok = false;
             let mut items = Vec::new();
-            let mut next = jiter.known_array().map_err(|e| parse_error(&e))?;
+            let mut next = jiter.known_array()?;
             while let Some(peek) = next {
                 if peek != Peek::String {
                     return Err(invalid("aud", "a string or an array of strings"));
                 }
-                let text = jiter.known_str().map_err(|e| parse_error(&e))?;
+                let text = jiter.known_str()?;
                 let (item, matched) = build(builder, text)?;
                 ok |= matched;
                 items.push(item);
-                next = jiter.array_step().map_err(|e| parse_error(&e))?;
+                next = jiter.array_step()?;
             }
             Ok((builder.array(items)?, ok))
         }
@@ -166,13 +166,13 @@ pub fn decode<B: Builder>(
     now: f64,
 ) -> Result<B::Value> {
     let mut jiter = Jiter::new(payload);
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Object {
         return Err(malformed("payload is not a JSON object"));
     }
     let mut seen = Seen::default();
     let mut object = builder.object()?;
-    let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
+    let mut name = jiter.known_object()?;
     while let Some(text) = name {
         let slot = Claim::from_name(text);
         if slot.is_none() && !policy.required_other.is_empty() {
@@ -211,7 +211,7 @@ pub fn decode<B: Builder>(
                 builder.string(text)?
             }
             None => {
-                let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+                let peek = jiter.peek()?;
                 value(&mut jiter, peek, builder, 1, policy.max_depth).map_err(|err| {
                     if err == NON_FINITE {
                         Error::new(
@@ -230,9 +230,9 @@ pub fn decode<B: Builder>(
         if !builder.insert(&mut object, key, member)? {
             return Err(duplicate_member());
         }
-        name = jiter.next_key().map_err(|e| parse_error(&e))?;
+        name = jiter.next_key()?;
     }
-    jiter.finish().map_err(|e| parse_error(&e))?;
+    jiter.finish()?;
     check(policy, &seen, now)?;
     builder.finish_root(object)
 }

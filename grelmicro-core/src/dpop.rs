@@ -26,17 +26,12 @@ use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest;
 
 use crate::algorithm::{Algorithm, AlgorithmSet, Family};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Detail, Error, ErrorKind, Result};
 use crate::header;
 use crate::json::Value;
 use crate::key::Key;
 use crate::policy::{normalise_typ, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
 use crate::token;
-
-/// The error kinds a DPoP refusal crosses into Python with, beside
-/// [`crate::ErrorKind::ALL`]. `dpop-replay` is raised by the Python replay
-/// store; it is listed here so the kind table stays in one place.
-pub const KINDS: [&str; 3] = ["dpop-proof", "dpop-replay", "dpop-binding"];
 
 /// Default acceptance window of a proof after its `iat` (seconds).
 pub const DEFAULT_MAX_AGE: f64 = 60.0;
@@ -116,15 +111,27 @@ impl Refusal {
     }
 
     /// The error kind it crosses into Python with (`dpop-proof` or `dpop-binding`).
-    pub const fn kind(&self) -> &'static str {
+    pub const fn kind(&self) -> ErrorKind {
         match self.check {
-            Check::Binding => KINDS[2],
-            _ => KINDS[0],
+            Check::Binding => ErrorKind::DpopBinding,
+            _ => ErrorKind::DpopProof,
         }
     }
 
     pub fn message(&self) -> &str {
         self.error.message()
+    }
+}
+
+/// A refusal crosses as its DPoP kind with the broken rule as the `check`
+/// context (the inner error's own context stays behind).
+impl From<Refusal> for Error {
+    fn from(refusal: Refusal) -> Error {
+        let kind = refusal.kind();
+        refusal
+            .error
+            .rekind(kind)
+            .detail("check", Detail::Text(refusal.check.as_str().to_owned()))
     }
 }
 
@@ -818,7 +825,7 @@ mod tests {
         for (payload, expected) in cases {
             let refusal = check(&signer, &signer.proof(&payload)).unwrap_err();
             assert_eq!(refusal.check, expected, "{payload}");
-            assert_eq!(refusal.kind(), "dpop-proof");
+            assert_eq!(refusal.kind().as_str(), "dpop-proof");
         }
         // The window edges hold, leeway both ways.
         for iat in [NOW + 5.0, NOW - 65.0] {
@@ -884,7 +891,7 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(refusal.check, Check::Binding);
-        assert_eq!(refusal.kind(), "dpop-binding");
+        assert_eq!(refusal.kind().as_str(), "dpop-binding");
     }
 
     #[test]
@@ -1086,10 +1093,23 @@ mod tests {
     }
 
     #[test]
-    fn kinds_do_not_clash_with_core_kinds() {
-        for kind in KINDS {
-            assert!(ErrorKind::ALL.iter().all(|k| k.as_str() != kind));
-            assert!(kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
-        }
+    fn refusals_cross_with_their_dpop_kind_and_check() {
+        let inner = Error::new(ErrorKind::TooLarge, "proof is too large")
+            .detail("limit", Detail::Number(1.0));
+        let proof: Error = Refusal::from(Check::Structure, inner).into();
+        assert_eq!(proof.kind(), ErrorKind::DpopProof);
+        assert_eq!(proof.kind().as_str(), "dpop-proof");
+        assert_eq!(proof.message(), "proof is too large");
+        assert_eq!(
+            proof.context(),
+            &[("check", Detail::Text("structure".to_owned()))]
+        );
+        let binding: Error =
+            Refusal::new(Check::Binding, ErrorKind::Signature, "not the bound key").into();
+        assert_eq!(binding.kind().as_str(), "dpop-binding");
+        assert_eq!(
+            binding.context(),
+            &[("check", Detail::Text("jkt".to_owned()))]
+        );
     }
 }

@@ -10,7 +10,7 @@ use jiter::{Jiter, Peek};
 
 use crate::algorithm::Algorithm;
 use crate::error::{malformed, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, parse_error, value, SkipBuilder};
+use crate::json::{duplicate_member, value, SkipBuilder};
 
 /// What the verifier needs from a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ impl Member {
 /// is refused as too large.
 pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     let mut jiter = Jiter::new(data);
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Object {
         return Err(malformed("header is not a JSON object"));
     }
@@ -61,7 +61,7 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     // quadratic time before the signature is checked.
     let mut others: HashSet<String> = HashSet::new();
 
-    let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
+    let mut name = jiter.known_object()?;
     while let Some(text) = name {
         match Member::from_name(text) {
             Some(member) => {
@@ -82,37 +82,37 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
                     return Err(duplicate_member());
                 }
                 // Other members are validated (duplicates, depth) and dropped.
-                let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+                let peek = jiter.peek()?;
                 value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
             }
         }
-        name = jiter.next_key().map_err(|e| parse_error(&e))?;
+        name = jiter.next_key()?;
     }
-    jiter.finish().map_err(|e| parse_error(&e))?;
+    jiter.finish()?;
     let alg = alg.ok_or(Error::new(ErrorKind::Algorithm, "header has no alg"))?;
     Ok(Header { alg, kid, typ })
 }
 
 fn read_string(jiter: &mut Jiter<'_>, what: &'static str) -> Result<String> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::String {
         return Err(Error::with(
             ErrorKind::Malformed,
             format!("header {what} is not a string"),
         ));
     }
-    Ok(jiter.known_str().map_err(|e| parse_error(&e))?.to_owned())
+    Ok(jiter.known_str()?.to_owned())
 }
 
 fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::String {
         return Err(Error::new(
             ErrorKind::Algorithm,
             "header alg is not a string",
         ));
     }
-    let name = jiter.known_str().map_err(|e| parse_error(&e))?;
+    let name = jiter.known_str()?;
     Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
         if name.eq_ignore_ascii_case("none") {
             Error::new(
@@ -130,11 +130,11 @@ fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
 
 /// `crit` lists extensions the verifier must understand; it understands none.
 fn read_crit(jiter: &mut Jiter<'_>) -> Result<()> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Array {
         return Err(malformed("header crit is not an array"));
     }
-    let first = jiter.known_array().map_err(|e| parse_error(&e))?;
+    let first = jiter.known_array()?;
     match first {
         None => Err(malformed("header crit is empty")),
         Some(Peek::String) => Err(Error::new(
@@ -147,10 +147,10 @@ fn read_crit(jiter: &mut Jiter<'_>) -> Result<()> {
 
 /// `b64: false` (RFC 7797) changes what is signed; it is refused.
 fn read_b64(jiter: &mut Jiter<'_>) -> Result<()> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     match peek {
         Peek::True => {
-            jiter.known_bool(peek).map_err(|e| parse_error(&e))?;
+            jiter.known_bool(peek)?;
             Ok(())
         }
         Peek::False => Err(Error::new(

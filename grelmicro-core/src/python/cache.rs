@@ -7,8 +7,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt};
 
+use super::input_bytes;
 use super::verifier::PyVerifier;
-use super::{input_bytes, to_py};
 use crate::cache::Cache;
 use crate::error::ErrorKind;
 use crate::{digest, token};
@@ -64,7 +64,10 @@ impl PyTokenCache {
     fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
         if bytes.len() > self.max_token_size {
-            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+            return Err(PyErr::from(token::too_large(
+                bytes.len(),
+                self.max_token_size,
+            )));
         }
         Ok(if self.digest_key {
             f(&digest::sha256(bytes))
@@ -203,7 +206,10 @@ impl PyTokenCache {
         }
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
         if bytes.len() > self.max_token_size {
-            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+            return Err(PyErr::from(token::too_large(
+                bytes.len(),
+                self.max_token_size,
+            )));
         }
         let digest;
         let key: &[u8] = if self.digest_key {

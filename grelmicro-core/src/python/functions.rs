@@ -3,13 +3,13 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
+use super::input_bytes;
 use super::objects::PyBuilder;
 use super::policy::PyPolicy;
-use super::{input_bytes, to_py};
 use crate::algorithm::Algorithm;
 use crate::error::ErrorKind;
 use crate::policy::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
-use crate::{digest, dpop, header, json, peek, token};
+use crate::{digest, header, json, peek, token};
 
 /// The raw 32-byte SHA-256 digest of `data` (str is hashed as UTF-8).
 #[pyfunction]
@@ -31,7 +31,7 @@ pub(super) fn _cache_key<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
     if bytes.len() > max_token_size {
-        return Err(to_py(token::too_large(bytes.len(), max_token_size)));
+        return Err(PyErr::from(token::too_large(bytes.len(), max_token_size)));
     }
     Ok(PyBytes::new(py, &digest::sha256(bytes)))
 }
@@ -45,19 +45,17 @@ pub(super) fn unverified_header<'py>(
     max_token_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    let explain = |err| to_py(token::explain(bytes, err));
+    let explain = |err| PyErr::from(token::explain(bytes, err));
     let segments = token::split(bytes, max_token_size).map_err(explain)?;
     let decoded = token::decode(segments.header).map_err(explain)?;
     // Validate like the verifier would, then build the full mapping.
-    header::parse(&decoded, DEFAULT_MAX_DEPTH).map_err(to_py)?;
+    header::parse(&decoded, DEFAULT_MAX_DEPTH)?;
     let mut builder = PyBuilder {
         py,
         issuers: &[],
         audiences: &[],
     };
-    json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)
-        .map_err(to_py)?
-        .call_method0("copy")
+    json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)?.call_method0("copy")
 }
 
 /// The unverified `iss` of a token (`None` when absent or not a string),
@@ -69,7 +67,7 @@ pub(super) fn unverified_issuer(
     max_token_size: usize,
 ) -> PyResult<Option<String>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(to_py)
+    peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(PyErr::from)
 }
 
 /// Decodes an already-authenticated payload (JSON bytes) under `policy` at
@@ -95,17 +93,13 @@ pub(super) fn _decode_payload<'py>(
         issuers: &issuers,
         audiences: &audiences,
     };
-    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(to_py)
+    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(PyErr::from)
 }
 
 /// Every error kind the core can raise, in a stable order.
 #[pyfunction]
 pub(super) fn error_kinds() -> Vec<&'static str> {
-    ErrorKind::ALL
-        .iter()
-        .map(|k| k.as_str())
-        .chain(dpop::KINDS)
-        .collect()
+    ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
 }
 
 /// Every algorithm name the core knows.

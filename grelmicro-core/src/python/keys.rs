@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::{input_bytes, parse_algorithm, to_py};
+use super::{input_bytes, parse_algorithm};
 use crate::error::ErrorKind;
 use crate::key;
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
@@ -28,9 +28,7 @@ impl PyKey {
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
         let bytes = input_bytes(secret, ErrorKind::InvalidKey, "secret")?;
-        let built = py
-            .detach(|| key::Key::secret(bytes, alg, kid))
-            .map_err(to_py)?;
+        let built = py.detach(|| key::Key::secret(bytes, alg, kid))?;
         Ok(PyKey {
             inner: Arc::new(built),
         })
@@ -47,9 +45,7 @@ impl PyKey {
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
         let bytes = input_bytes(data, ErrorKind::InvalidKey, "PEM data")?;
-        let built = py
-            .detach(|| key::Key::pem(bytes, alg, kid))
-            .map_err(to_py)?;
+        let built = py.detach(|| key::Key::pem(bytes, alg, kid))?;
         Ok(PyKey {
             inner: Arc::new(built),
         })
@@ -66,9 +62,7 @@ impl PyKey {
     ) -> PyResult<Self> {
         let alg = algorithm.map(parse_algorithm).transpose()?;
         let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWK document")?;
-        let built = py
-            .detach(|| key::Key::jwk_json(bytes, alg, allow_symmetric))
-            .map_err(to_py)?;
+        let built = py.detach(|| key::Key::jwk_json(bytes, alg, allow_symmetric))?;
         Ok(PyKey {
             inner: Arc::new(built),
         })
@@ -128,7 +122,7 @@ impl PyKeySet {
     fn new(keys: Vec<PyRef<'_, PyKey>>) -> PyResult<Self> {
         let keys = keys.iter().map(|k| Arc::clone(&k.inner)).collect();
         Ok(PyKeySet {
-            inner: Arc::new(CoreKeySet::new(keys).map_err(to_py)?),
+            inner: Arc::new(CoreKeySet::new(keys)?),
         })
     }
 
@@ -143,9 +137,7 @@ impl PyKeySet {
         max_keys: usize,
     ) -> PyResult<Self> {
         let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWKS document")?;
-        let set = py
-            .detach(|| CoreKeySet::from_jwks(bytes, allow_symmetric, max_keys))
-            .map_err(to_py)?;
+        let set = py.detach(|| CoreKeySet::from_jwks(bytes, allow_symmetric, max_keys))?;
         Ok(PyKeySet {
             inner: Arc::new(set),
         })

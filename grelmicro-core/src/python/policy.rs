@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::to_py;
 use crate::policy::{
     Policy as CorePolicy, PolicyOptions, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE,
 };
@@ -52,8 +51,7 @@ impl PyPolicy {
             max_age,
             max_token_size,
             max_depth,
-        })
-        .map_err(to_py)?;
+        })?;
         Ok(PyPolicy {
             inner: Arc::new(policy),
         })
