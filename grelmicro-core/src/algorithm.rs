@@ -178,18 +178,6 @@ impl Algorithm {
             _ => None,
         }
     }
-
-    /// The ECDSA algorithm that goes with a JWK curve name.
-    pub fn for_curve(crv: &str) -> Option<Algorithm> {
-        Some(match crv {
-            "P-256" => Algorithm::ES256,
-            "P-384" => Algorithm::ES384,
-            "P-521" => Algorithm::ES512,
-            "secp256k1" => Algorithm::ES256K,
-            "Ed25519" => Algorithm::EdDSA,
-            _ => return None,
-        })
-    }
 }
 
 /// A set of algorithms (an allow-list, or what a key set serves).

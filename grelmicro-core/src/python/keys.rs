@@ -80,7 +80,7 @@ impl PyKey {
 
     #[getter]
     fn kty(&self) -> &'static str {
-        self.inner.kty()
+        self.inner.kty().as_str()
     }
 
     /// Hex SHA-256 over the algorithm and key bytes (safe to log).
