@@ -15,6 +15,23 @@ pub struct PyKey {
     inner: Arc<key::Key>,
 }
 
+impl PyKey {
+    /// The one path of the three constructors: read the input as bytes,
+    /// build the key detached from the interpreter, wrap it.
+    fn build(
+        py: Python<'_>,
+        input: &Bound<'_, PyAny>,
+        what: &'static str,
+        make: impl FnOnce(&[u8]) -> crate::Result<key::Key> + Send,
+    ) -> PyResult<Self> {
+        let bytes = input_bytes(input, ErrorKind::InvalidKey, what)?;
+        let built = py.detach(|| make(bytes))?;
+        Ok(PyKey {
+            inner: Arc::new(built),
+        })
+    }
+}
+
 #[pymethods]
 impl PyKey {
     /// An HMAC secret (HS256/384/512), at least as long as the hash output.
@@ -27,10 +44,8 @@ impl PyKey {
         kid: Option<String>,
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
-        let bytes = input_bytes(secret, ErrorKind::InvalidKey, "secret")?;
-        let built = py.detach(|| key::Key::secret(bytes, alg, kid))?;
-        Ok(PyKey {
-            inner: Arc::new(built),
+        PyKey::build(py, secret, "secret", |bytes| {
+            key::Key::secret(bytes, alg, kid)
         })
     }
 
@@ -44,11 +59,7 @@ impl PyKey {
         kid: Option<String>,
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
-        let bytes = input_bytes(data, ErrorKind::InvalidKey, "PEM data")?;
-        let built = py.detach(|| key::Key::pem(bytes, alg, kid))?;
-        Ok(PyKey {
-            inner: Arc::new(built),
-        })
+        PyKey::build(py, data, "PEM data", |bytes| key::Key::pem(bytes, alg, kid))
     }
 
     /// One JWK given as JSON text.
@@ -61,10 +72,8 @@ impl PyKey {
         allow_symmetric: bool,
     ) -> PyResult<Self> {
         let alg = algorithm.map(parse_algorithm).transpose()?;
-        let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWK document")?;
-        let built = py.detach(|| key::Key::jwk_json(bytes, alg, allow_symmetric))?;
-        Ok(PyKey {
-            inner: Arc::new(built),
+        PyKey::build(py, document, "JWK document", |bytes| {
+            key::Key::jwk_json(bytes, alg, allow_symmetric)
         })
     }
 
