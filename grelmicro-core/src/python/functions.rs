@@ -1,11 +1,10 @@
 //! Module-level functions: digests, unverified reads, the kind and algorithm lists.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyBytes;
 
 use super::input_bytes;
 use super::objects::PyBuilder;
-use super::policy::PyPolicy;
 use crate::algorithm::Algorithm;
 use crate::error::ErrorKind;
 use crate::policy::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
@@ -68,32 +67,6 @@ pub(super) fn unverified_issuer(
 ) -> PyResult<Option<String>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
     peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(PyErr::from)
-}
-
-/// Decodes an already-authenticated payload (JSON bytes) under `policy` at
-/// `now`, exactly as `Verifier.verify` does after the signature check.
-/// For benchmarks and tests of the JSON path; never a way to skip a signature.
-#[pyfunction]
-pub(super) fn _decode_payload<'py>(
-    py: Python<'py>,
-    payload: &Bound<'py, PyBytes>,
-    policy: &PyPolicy,
-    now: f64,
-) -> PyResult<Bound<'py, PyAny>> {
-    let shared = |names: &[String]| -> Vec<Py<PyString>> {
-        names
-            .iter()
-            .map(|n| PyString::intern(py, n).unbind())
-            .collect()
-    };
-    let issuers = shared(policy.inner.issuers());
-    let audiences = shared(policy.inner.audiences());
-    let mut builder = PyBuilder {
-        py,
-        issuers: &issuers,
-        audiences: &audiences,
-    };
-    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(PyErr::from)
 }
 
 /// Every error kind the core can raise, in a stable order.

@@ -20,6 +20,8 @@ use pyo3::types::{PyBytes, PyDict, PyFloat, PyString, PyTuple};
 use crate::algorithm::Algorithm;
 use crate::error::{Detail, Error, ErrorKind};
 
+#[cfg(feature = "bench-hooks")]
+mod bench;
 mod cache;
 mod dpop;
 mod functions;
@@ -104,7 +106,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::unverified_header, m)?)?;
     m.add_function(wrap_pyfunction!(functions::error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(functions::algorithms, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::_decode_payload, m)?)?;
+    #[cfg(feature = "bench-hooks")]
+    m.add_function(wrap_pyfunction!(bench::_decode_payload, m)?)?;
     m.add_function(wrap_pyfunction!(functions::_cache_key, m)?)?;
     m.add_class::<cache::PyTokenCache>()?;
     m.add_function(wrap_pyfunction!(functions::unverified_issuer, m)?)?;
