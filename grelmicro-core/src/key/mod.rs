@@ -15,6 +15,7 @@ use crate::algorithm::{Algorithm, Family};
 use crate::der;
 use crate::error::{invalid_key, Error, ErrorKind, Result};
 
+mod forms;
 mod jwk;
 mod rules;
 #[cfg(test)]
