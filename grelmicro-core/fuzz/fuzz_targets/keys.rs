@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary bytes as every form a configured key comes in:
-//! an HMAC secret, PEM text, a DER SubjectPublicKeyInfo, and one JWK.
+//! an HMAC secret, PEM text, a DER `SubjectPublicKeyInfo`, and one JWK.
 //!
 //! This is the target that reaches the hand-written DER reader (`der.rs`:
 //! SPKI, X.509 certificate, PKCS#1) and the public-key-as-secret detector
