@@ -64,10 +64,7 @@ impl PyTokenCache {
     fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
         if bytes.len() > self.max_token_size {
-            return Err(PyErr::from(token::too_large(
-                bytes.len(),
-                self.max_token_size,
-            )));
+            return Err(token::too_large(bytes.len(), self.max_token_size).into());
         }
         Ok(if self.digest_key {
             f(&digest::sha256(bytes))
@@ -206,10 +203,7 @@ impl PyTokenCache {
         }
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
         if bytes.len() > self.max_token_size {
-            return Err(PyErr::from(token::too_large(
-                bytes.len(),
-                self.max_token_size,
-            )));
+            return Err(token::too_large(bytes.len(), self.max_token_size).into());
         }
         let digest;
         let key: &[u8] = if self.digest_key {
