@@ -97,7 +97,7 @@ FUZZ="$ROOT/grelmicro-core/fuzz"
 (cd "$FUZZ" && cargo fmt --check)
 (cd "$FUZZ" && cargo clippy -q -- -D warnings)
 (cd "$FUZZ" && cargo fuzz build -s none)
-for target in verify jwks; do
+for target in verify jwks keys; do
     log "cargo-fuzz $target: ${FUZZ_SECONDS}s from seeds, regressions replayed first"
     mkdir -p "$FUZZ/corpus/$target" "$FUZZ/regressions/$target"
     (cd "$FUZZ" && cargo fuzz run -s none "$target" \

@@ -178,29 +178,85 @@ impl Algorithm {
             _ => None,
         }
     }
+}
 
-    /// The JWK `crv` an EC or OKP key must carry for this algorithm.
-    pub const fn curve(self) -> Option<&'static str> {
-        match self {
-            Algorithm::ES256 => Some("P-256"),
-            Algorithm::ES384 => Some("P-384"),
-            Algorithm::ES512 => Some("P-521"),
-            Algorithm::ES256K => Some("secp256k1"),
-            Algorithm::EdDSA | Algorithm::Ed25519 => Some("Ed25519"),
-            _ => None,
-        }
+/// A set of algorithms (an allow-list, or what a key set serves).
+///
+/// Each algorithm owns the bit of its own discriminant, so two algorithms
+/// never share a bit and a set can only be built from [`Algorithm`] values:
+/// no name or index can land on another algorithm's bit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct AlgorithmSet(u16);
+
+// Every discriminant must fit in the bits of the set.
+const _: () = assert!(Algorithm::ALL.len() <= u16::BITS as usize);
+
+impl AlgorithmSet {
+    /// The empty set.
+    pub const EMPTY: AlgorithmSet = AlgorithmSet(0);
+
+    const fn bit(alg: Algorithm) -> u16 {
+        1 << alg as u16
     }
 
-    /// The ECDSA algorithm that goes with a JWK curve name.
-    pub fn for_curve(crv: &str) -> Option<Algorithm> {
-        Some(match crv {
-            "P-256" => Algorithm::ES256,
-            "P-384" => Algorithm::ES384,
-            "P-521" => Algorithm::ES512,
-            "secp256k1" => Algorithm::ES256K,
-            "Ed25519" => Algorithm::EdDSA,
-            _ => return None,
-        })
+    /// The set holding `alg` alone.
+    pub const fn of(alg: Algorithm) -> AlgorithmSet {
+        AlgorithmSet(AlgorithmSet::bit(alg))
+    }
+
+    /// Every algorithm a key bound to `alg` verifies (see [`Algorithm::accepts`]).
+    pub fn accepted_by(alg: Algorithm) -> AlgorithmSet {
+        Algorithm::ALL
+            .into_iter()
+            .filter(|a| alg.accepts(*a))
+            .collect()
+    }
+
+    /// Parses configured names, refusing unknown ones (see [`Algorithm::parse_config`]).
+    pub fn parse_config(names: &[String]) -> Result<AlgorithmSet> {
+        names
+            .iter()
+            .map(|name| Algorithm::parse_config(name))
+            .collect()
+    }
+
+    pub fn insert(&mut self, alg: Algorithm) {
+        self.0 |= AlgorithmSet::bit(alg);
+    }
+
+    pub const fn contains(self, alg: Algorithm) -> bool {
+        self.0 & AlgorithmSet::bit(alg) != 0
+    }
+
+    #[must_use]
+    pub const fn union(self, other: AlgorithmSet) -> AlgorithmSet {
+        AlgorithmSet(self.0 | other.0)
+    }
+
+    #[must_use]
+    pub const fn intersection(self, other: AlgorithmSet) -> AlgorithmSet {
+        AlgorithmSet(self.0 & other.0)
+    }
+
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The members, in the order of [`Algorithm::ALL`].
+    pub fn iter(self) -> impl Iterator<Item = Algorithm> {
+        Algorithm::ALL
+            .into_iter()
+            .filter(move |a| self.contains(*a))
+    }
+}
+
+impl FromIterator<Algorithm> for AlgorithmSet {
+    fn from_iter<I: IntoIterator<Item = Algorithm>>(iter: I) -> AlgorithmSet {
+        let mut set = AlgorithmSet::EMPTY;
+        for alg in iter {
+            set.insert(alg);
+        }
+        set
     }
 }
 
@@ -241,5 +297,47 @@ mod tests {
         assert_eq!(Algorithm::HS256.hmac_min_secret(), 32);
         assert_eq!(Algorithm::HS384.hmac_min_secret(), 48);
         assert_eq!(Algorithm::HS512.hmac_min_secret(), 64);
+    }
+
+    #[test]
+    fn every_algorithm_has_its_own_bit() {
+        for a in Algorithm::ALL {
+            let set = AlgorithmSet::of(a);
+            for b in Algorithm::ALL {
+                assert_eq!(set.contains(b), a == b, "{} vs {}", a.name(), b.name());
+            }
+            assert_eq!(set.iter().collect::<Vec<_>>(), vec![a]);
+        }
+        let all: AlgorithmSet = Algorithm::ALL.into_iter().collect();
+        assert_eq!(all.iter().count(), Algorithm::ALL.len());
+        assert!(AlgorithmSet::EMPTY.is_empty());
+    }
+
+    #[test]
+    fn unknown_names_never_join_a_set() {
+        // An unknown name is an error, never some other algorithm's member.
+        for name in ["none", "hs256", "HS257", "", "RS1"] {
+            let err = AlgorithmSet::parse_config(&[name.to_owned()]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        }
+        let set = AlgorithmSet::parse_config(&["ES256".to_owned(), "PS384".to_owned()]).unwrap();
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            vec![Algorithm::PS384, Algorithm::ES256]
+        );
+        assert!(!set.contains(Algorithm::HS256));
+    }
+
+    #[test]
+    fn ed25519_keys_accept_both_names() {
+        let set = AlgorithmSet::accepted_by(Algorithm::EdDSA);
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            vec![Algorithm::EdDSA, Algorithm::Ed25519]
+        );
+        assert_eq!(
+            AlgorithmSet::accepted_by(Algorithm::RS256),
+            AlgorithmSet::of(Algorithm::RS256)
+        );
     }
 }

@@ -49,11 +49,19 @@ pub enum ErrorKind {
     WeakKey,
     /// A policy or key-set setting is invalid.
     InvalidConfig,
+    // --- DPoP (RFC 9449) refusals; the broken rule is the `check` context ---
+    /// A DPoP proof broke one of its rules.
+    DpopProof,
+    /// A DPoP proof reused (raised by the Python replay store, listed here
+    /// so the kind table stays in one place).
+    DpopReplay,
+    /// The proof key is not the key the access token is bound to.
+    DpopBinding,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order (used to prove the Python mapping is complete).
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 21] = [
         ErrorKind::Malformed,
         ErrorKind::TooLarge,
         ErrorKind::Unsupported,
@@ -72,6 +80,9 @@ impl ErrorKind {
         ErrorKind::InvalidKey,
         ErrorKind::WeakKey,
         ErrorKind::InvalidConfig,
+        ErrorKind::DpopProof,
+        ErrorKind::DpopReplay,
+        ErrorKind::DpopBinding,
     ];
 
     /// The stable kebab-case name of this kind.
@@ -95,15 +106,10 @@ impl ErrorKind {
             ErrorKind::InvalidKey => "invalid-key",
             ErrorKind::WeakKey => "weak-key",
             ErrorKind::InvalidConfig => "invalid-config",
+            ErrorKind::DpopProof => "dpop-proof",
+            ErrorKind::DpopReplay => "dpop-replay",
+            ErrorKind::DpopBinding => "dpop-binding",
         }
-    }
-
-    /// True for refusals of a token (as opposed to build-time refusals).
-    pub const fn is_rejection(self) -> bool {
-        !matches!(
-            self,
-            ErrorKind::InvalidKey | ErrorKind::WeakKey | ErrorKind::InvalidConfig
-        )
     }
 }
 
@@ -187,6 +193,15 @@ impl Error {
         self.kind
     }
 
+    /// The same message under another kind, without the context.
+    pub(crate) fn rekind(self, kind: ErrorKind) -> Error {
+        Error {
+            kind,
+            message: self.message,
+            context: None,
+        }
+    }
+
     pub fn message(&self) -> &str {
         &self.message
     }
@@ -236,7 +251,5 @@ mod tests {
     fn display_names_the_kind() {
         let err = Error::new(ErrorKind::Expired, "token expired");
         assert_eq!(err.to_string(), "expired: token expired");
-        assert!(err.kind().is_rejection());
-        assert!(!ErrorKind::WeakKey.is_rejection());
     }
 }

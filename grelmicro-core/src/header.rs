@@ -10,7 +10,7 @@ use jiter::{Jiter, Peek};
 
 use crate::algorithm::Algorithm;
 use crate::error::{malformed, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, parse_error, value, SkipBuilder};
+use crate::json::{duplicate_member, value, SkipBuilder};
 
 /// What the verifier needs from a header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,40 +20,61 @@ pub struct Header {
     pub typ: Option<String>,
 }
 
-const KNOWN: [&str; 5] = ["alg", "kid", "typ", "crit", "b64"];
+/// The header members that carry meaning here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    Alg,
+    Kid,
+    Typ,
+    Crit,
+    B64,
+}
+
+impl Member {
+    const COUNT: usize = Member::B64 as usize + 1;
+
+    fn from_name(name: &str) -> Option<Member> {
+        Some(match name {
+            "alg" => Member::Alg,
+            "kid" => Member::Kid,
+            "typ" => Member::Typ,
+            "crit" => Member::Crit,
+            "b64" => Member::B64,
+            _ => return None,
+        })
+    }
+}
 
 /// Parses a decoded header (JSON bytes); nesting deeper than `max_depth`
 /// is refused as too large.
 pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
     let mut jiter = Jiter::new(data);
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Object {
         return Err(malformed("header is not a JSON object"));
     }
     let mut alg: Option<Algorithm> = None;
     let mut kid = None;
     let mut typ = None;
-    let mut seen = [false; KNOWN.len()];
+    let mut seen = [false; Member::COUNT];
     // A set, not a list: a forged header with many members must not cost
     // quadratic time before the signature is checked.
     let mut others: HashSet<String> = HashSet::new();
 
-    let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
+    let mut name = jiter.known_object()?;
     while let Some(text) = name {
-        match KNOWN.iter().position(|k| *k == text) {
-            Some(index) => {
-                if seen[index] {
+        match Member::from_name(text) {
+            Some(member) => {
+                if seen[member as usize] {
                     return Err(duplicate_member());
                 }
-                seen[index] = true;
-                match index {
-                    0 => {
-                        alg = Some(read_alg(&mut jiter)?);
-                    }
-                    1 => kid = Some(read_string(&mut jiter, "kid")?),
-                    2 => typ = Some(read_string(&mut jiter, "typ")?),
-                    3 => read_crit(&mut jiter)?,
-                    _ => read_b64(&mut jiter)?,
+                seen[member as usize] = true;
+                match member {
+                    Member::Alg => alg = Some(read_alg(&mut jiter)?),
+                    Member::Kid => kid = Some(read_string(&mut jiter, "kid")?),
+                    Member::Typ => typ = Some(read_string(&mut jiter, "typ")?),
+                    Member::Crit => read_crit(&mut jiter)?,
+                    Member::B64 => read_b64(&mut jiter)?,
                 }
             }
             None => {
@@ -61,37 +82,37 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
                     return Err(duplicate_member());
                 }
                 // Other members are validated (duplicates, depth) and dropped.
-                let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+                let peek = jiter.peek()?;
                 value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
             }
         }
-        name = jiter.next_key().map_err(|e| parse_error(&e))?;
+        name = jiter.next_key()?;
     }
-    jiter.finish().map_err(|e| parse_error(&e))?;
+    jiter.finish()?;
     let alg = alg.ok_or(Error::new(ErrorKind::Algorithm, "header has no alg"))?;
     Ok(Header { alg, kid, typ })
 }
 
 fn read_string(jiter: &mut Jiter<'_>, what: &'static str) -> Result<String> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::String {
         return Err(Error::with(
             ErrorKind::Malformed,
             format!("header {what} is not a string"),
         ));
     }
-    Ok(jiter.known_str().map_err(|e| parse_error(&e))?.to_owned())
+    Ok(jiter.known_str()?.to_owned())
 }
 
 fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::String {
         return Err(Error::new(
             ErrorKind::Algorithm,
             "header alg is not a string",
         ));
     }
-    let name = jiter.known_str().map_err(|e| parse_error(&e))?;
+    let name = jiter.known_str()?;
     Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
         if name.eq_ignore_ascii_case("none") {
             Error::new(
@@ -109,11 +130,11 @@ fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
 
 /// `crit` lists extensions the verifier must understand; it understands none.
 fn read_crit(jiter: &mut Jiter<'_>) -> Result<()> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Array {
         return Err(malformed("header crit is not an array"));
     }
-    let first = jiter.known_array().map_err(|e| parse_error(&e))?;
+    let first = jiter.known_array()?;
     match first {
         None => Err(malformed("header crit is empty")),
         Some(Peek::String) => Err(Error::new(
@@ -126,10 +147,10 @@ fn read_crit(jiter: &mut Jiter<'_>) -> Result<()> {
 
 /// `b64: false` (RFC 7797) changes what is signed; it is refused.
 fn read_b64(jiter: &mut Jiter<'_>) -> Result<()> {
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     match peek {
         Peek::True => {
-            jiter.known_bool(peek).map_err(|e| parse_error(&e))?;
+            jiter.known_bool(peek)?;
             Ok(())
         }
         Peek::False => Err(Error::new(

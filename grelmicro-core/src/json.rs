@@ -49,9 +49,12 @@ pub trait Builder {
 }
 
 /// Maps a jiter error to ours without echoing any input bytes.
-pub(crate) fn parse_error(err: &JiterError) -> Error {
-    let _ = err; // positions and snippets stay out of messages: they are token bytes
-    Error::new(ErrorKind::Malformed, "invalid JSON")
+/// Every jiter failure is malformed input; positions and snippets stay out
+/// of the message (they are token bytes).
+impl From<JiterError> for Error {
+    fn from(_: JiterError) -> Error {
+        Error::new(ErrorKind::Malformed, "invalid JSON")
+    }
 }
 
 pub(crate) fn duplicate_member() -> Error {
@@ -74,15 +77,15 @@ pub fn value<B: Builder>(
 ) -> Result<B::Value> {
     match peek {
         Peek::Null => {
-            jiter.known_null().map_err(|e| parse_error(&e))?;
+            jiter.known_null()?;
             builder.null()
         }
         Peek::True | Peek::False => {
-            let value = jiter.known_bool(peek).map_err(|e| parse_error(&e))?;
+            let value = jiter.known_bool(peek)?;
             builder.boolean(value)
         }
         Peek::String => {
-            let text = jiter.known_str().map_err(|e| parse_error(&e))?;
+            let text = jiter.known_str()?;
             builder.string(text)
         }
         Peek::Array => {
@@ -90,10 +93,10 @@ pub fn value<B: Builder>(
                 return Err(too_deep());
             }
             let mut items = Vec::new();
-            let mut next = jiter.known_array().map_err(|e| parse_error(&e))?;
+            let mut next = jiter.known_array()?;
             while let Some(peek) = next {
                 items.push(value(jiter, peek, builder, depth + 1, max_depth)?);
-                next = jiter.array_step().map_err(|e| parse_error(&e))?;
+                next = jiter.array_step()?;
             }
             builder.array(items)
         }
@@ -102,15 +105,15 @@ pub fn value<B: Builder>(
                 return Err(too_deep());
             }
             let mut object = builder.object()?;
-            let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
+            let mut name = jiter.known_object()?;
             while let Some(text) = name {
                 let key = builder.key(text)?;
-                let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+                let peek = jiter.peek()?;
                 let member = value(jiter, peek, builder, depth + 1, max_depth)?;
                 if !builder.insert(&mut object, key, member)? {
                     return Err(duplicate_member());
                 }
-                name = jiter.next_key().map_err(|e| parse_error(&e))?;
+                name = jiter.next_key()?;
             }
             builder.finish_object(object)
         }
@@ -126,7 +129,7 @@ pub(crate) const NON_FINITE: Error = Error::new(
 );
 
 fn number<B: Builder>(jiter: &mut Jiter<'_>, peek: Peek, builder: &mut B) -> Result<B::Value> {
-    match jiter.known_number(peek).map_err(|e| parse_error(&e))? {
+    match jiter.known_number(peek)? {
         NumberAny::Int(NumberInt::Int(int)) => builder.int(int),
         NumberAny::Int(NumberInt::BigInt(big)) => builder.big_int(&big),
         NumberAny::Float(float) if float.is_finite() => builder.float(float),
@@ -137,9 +140,9 @@ fn number<B: Builder>(jiter: &mut Jiter<'_>, peek: Peek, builder: &mut B) -> Res
 /// Decodes a whole document (one value, nothing after it).
 pub fn document<B: Builder>(data: &[u8], builder: &mut B, max_depth: usize) -> Result<B::Value> {
     let mut jiter = Jiter::new(data);
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     let out = value(&mut jiter, peek, builder, 0, max_depth)?;
-    jiter.finish().map_err(|e| parse_error(&e))?;
+    jiter.finish()?;
     Ok(out)
 }
 

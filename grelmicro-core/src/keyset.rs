@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, AlgorithmSet};
 use crate::error::{capped, Detail, Error, ErrorKind, Result};
 use crate::json::Value;
 use crate::key::Key;
@@ -46,21 +46,8 @@ pub struct KeySet {
     by_kid: HashMap<String, Slot>,
     kidless: Vec<usize>,
     skipped: Vec<Skipped>,
-    /// Bit `i` set when some key serves `Algorithm::ALL[i]`.
-    algorithms: u32,
-}
-
-pub(crate) fn algorithm_bit(alg: Algorithm) -> u32 {
-    let index = Algorithm::ALL.iter().position(|a| *a == alg).unwrap_or(0);
-    1 << index
-}
-
-/// The bits of every algorithm a key bound to `alg` accepts.
-pub(crate) fn accepted_bits(alg: Algorithm) -> u32 {
-    Algorithm::ALL
-        .iter()
-        .filter(|a| alg.accepts(**a))
-        .fold(0, |bits, a| bits | algorithm_bit(*a))
+    /// Every algorithm some key serves.
+    algorithms: AlgorithmSet,
 }
 
 const CONFLICT: &str = "two different keys share this kid; the kid is unusable";
@@ -126,7 +113,7 @@ impl KeySet {
             by_kid: HashMap::new(),
             kidless: Vec::new(),
             skipped: Vec::new(),
-            algorithms: 0,
+            algorithms: AlgorithmSet::EMPTY,
         }
     }
 
@@ -183,10 +170,9 @@ impl KeySet {
             .collect();
         // Keys under a conflicting kid still count here, so a token naming
         // that kid is refused as unknown-key (what it is), not as algorithm.
-        self.algorithms = self
-            .keys
-            .iter()
-            .fold(0, |bits, k| bits | accepted_bits(k.algorithm()));
+        self.algorithms = self.keys.iter().fold(AlgorithmSet::EMPTY, |set, k| {
+            set.union(AlgorithmSet::accepted_by(k.algorithm()))
+        });
         if !self.usable.contains(&true) {
             return Err(Error::new(
                 failure,
@@ -267,8 +253,8 @@ impl KeySet {
         &self.skipped
     }
 
-    /// Bitmask of the algorithms some key serves.
-    pub(crate) fn algorithm_bits(&self) -> u32 {
+    /// The algorithms some key serves.
+    pub(crate) fn algorithms(&self) -> AlgorithmSet {
         self.algorithms
     }
 

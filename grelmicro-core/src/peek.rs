@@ -10,7 +10,7 @@
 use jiter::{Jiter, Peek};
 
 use crate::error::Result;
-use crate::json::{self, duplicate_member, parse_error, SkipBuilder};
+use crate::json::{self, duplicate_member, SkipBuilder};
 use crate::token;
 
 /// The unverified `iss` of `token`: `Some` when the payload is a JSON object
@@ -28,28 +28,25 @@ pub fn unverified_issuer(
     let segments = token::split(token, max_token_size)?;
     let payload = token::decode(segments.payload)?;
     let mut jiter = Jiter::new(&payload);
-    let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+    let peek = jiter.peek()?;
     if peek != Peek::Object {
         json::value(&mut jiter, peek, &mut SkipBuilder, 0, max_depth)?;
-        jiter.finish().map_err(|e| parse_error(&e))?;
+        jiter.finish()?;
         return Ok(None);
     }
     if max_depth == 0 {
         return Err(json::too_deep());
     }
     let mut issuer: Option<Option<String>> = None;
-    let mut next = jiter
-        .known_object()
-        .map_err(|e| parse_error(&e))?
-        .map(|name| name == "iss");
+    let mut next = jiter.known_object()?.map(|name| name == "iss");
     while let Some(is_issuer) = next {
-        let peek = jiter.peek().map_err(|e| parse_error(&e))?;
+        let peek = jiter.peek()?;
         if is_issuer {
             if issuer.is_some() {
                 return Err(duplicate_member());
             }
             issuer = Some(if peek == Peek::String {
-                Some(jiter.known_str().map_err(|e| parse_error(&e))?.to_owned())
+                Some(jiter.known_str()?.to_owned())
             } else {
                 json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
                 None
@@ -57,12 +54,9 @@ pub fn unverified_issuer(
         } else {
             json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
         }
-        next = jiter
-            .next_key()
-            .map_err(|e| parse_error(&e))?
-            .map(|name| name == "iss");
+        next = jiter.next_key()?.map(|name| name == "iss");
     }
-    jiter.finish().map_err(|e| parse_error(&e))?;
+    jiter.finish()?;
     Ok(issuer.flatten())
 }
 

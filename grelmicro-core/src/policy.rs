@@ -1,8 +1,7 @@
 //! What a token must satisfy beyond its signature, validated once.
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, AlgorithmSet};
 use crate::error::{Error, ErrorKind, Result};
-use crate::keyset::algorithm_bit;
 
 /// Default cap on the token length in bytes.
 pub const DEFAULT_MAX_TOKEN_SIZE: usize = 8 * 1024;
@@ -83,7 +82,7 @@ pub struct Policy {
     /// Accepted authorized parties (`azp`, OIDC Core §2); empty: not checked.
     pub(crate) azp: Vec<String>,
     /// `None`: the algorithms of the configured keys.
-    pub(crate) algorithms: Option<u32>,
+    pub(crate) algorithms: Option<AlgorithmSet>,
     pub(crate) leeway: f64,
     /// Bit `i` set when `REGISTERED[i]` is required.
     pub(crate) required_registered: u8,
@@ -210,11 +209,12 @@ impl Policy {
                 if names.is_empty() {
                     return Err(config("algorithms must not be empty".to_owned()));
                 }
-                let mut bits = 0;
-                for name in names {
-                    bits |= algorithm_bit(parse_algorithm(name)?);
-                }
-                Some(bits)
+                Some(
+                    names
+                        .iter()
+                        .map(|name| parse_algorithm(name))
+                        .collect::<Result<AlgorithmSet>>()?,
+                )
             }
         };
         within("leeway", options.leeway)?;
@@ -266,10 +266,6 @@ impl Policy {
 
     pub fn max_token_size(&self) -> usize {
         self.max_token_size
-    }
-
-    pub fn max_depth(&self) -> usize {
-        self.max_depth
     }
 
     pub fn issuers(&self) -> &[String] {

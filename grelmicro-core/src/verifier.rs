@@ -9,13 +9,13 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, AlgorithmSet};
 use crate::claims;
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
 use crate::key::Key;
-use crate::keyset::{algorithm_bit, KeySet};
+use crate::keyset::KeySet;
 use crate::policy::Policy;
 use crate::token;
 
@@ -36,15 +36,15 @@ struct HeaderMemo {
 pub struct Verifier {
     keys: Arc<KeySet>,
     policy: Arc<Policy>,
-    allowed: u32,
+    allowed: AlgorithmSet,
     memo: [OnceLock<HeaderMemo>; MEMO_SLOTS],
 }
 
 impl Verifier {
     pub fn new(keys: Arc<KeySet>, policy: Arc<Policy>) -> Result<Verifier> {
-        let served = keys.algorithm_bits();
-        let allowed = policy.algorithms.unwrap_or(served) & served;
-        if allowed == 0 {
+        let served = keys.algorithms();
+        let allowed = policy.algorithms.unwrap_or(served).intersection(served);
+        if allowed.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
                 "no configured key serves any of the allowed algorithms",
@@ -68,7 +68,7 @@ impl Verifier {
 
     /// Whether tokens under `alg` are accepted at all.
     pub fn allows(&self, alg: Algorithm) -> bool {
-        self.allowed & algorithm_bit(alg) != 0
+        self.allowed.contains(alg)
     }
 
     fn recall(&self, segment: &[u8]) -> Option<&HeaderMemo> {

@@ -14,7 +14,6 @@ __all__ = [
     "Verifier",
     "__version__",
     "_cache_key",
-    "_decode_payload",
     "algorithms",
     "error_kinds",
     "jwk_thumbprint",
@@ -243,9 +242,6 @@ def unverified_issuer(token: str | bytes, max_token_size: int = ...) -> str | No
 
 def _cache_key(token: str | bytes, max_token_size: int) -> bytes:
     """SHA-256 of ``token`` after the size cap (the verified-token cache's key)."""
-
-def _decode_payload(payload: bytes, policy: Policy, now: float) -> dict[str, Any]:
-    """Decode an authenticated payload as ``Verifier.verify`` does (benchmarks, tests)."""
 
 def error_kinds() -> list[str]:
     """Every error kind the core can raise."""

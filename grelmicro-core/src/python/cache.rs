@@ -7,8 +7,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt};
 
+use super::input_bytes;
 use super::verifier::PyVerifier;
-use super::{input_bytes, to_py};
 use crate::cache::Cache;
 use crate::error::ErrorKind;
 use crate::{digest, token};
@@ -106,7 +106,7 @@ impl PyTokenCache {
     /// The cache key of a token's bytes, after the verifier's size cap.
     pub(super) fn key<'a>(&self, bytes: &'a [u8]) -> PyResult<CacheKey<'a>> {
         if bytes.len() > self.max_token_size {
-            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
+            return Err(token::too_large(bytes.len(), self.max_token_size).into());
         }
         Ok(if self.digest_key {
             CacheKey::Digest(digest::sha256(bytes))

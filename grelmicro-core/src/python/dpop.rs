@@ -1,28 +1,15 @@
 //! DPoP proofs (RFC 9449): `ProofVerifier`, thumbprints, `htu` normalisation.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyBytes;
 
-use super::{input_bytes, to_py, CoreError};
+use super::input_bytes;
 use crate::algorithm::Algorithm;
 use crate::error::{Error, ErrorKind};
 use crate::policy::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
 use crate::{dpop, json, key};
 
 // --- DPoP proofs (RFC 9449) -------------------------------------------------
-
-/// A refused DPoP proof crosses as `CoreError("dpop-proof" | "dpop-binding",
-/// message)` with `context = {"check": <the rule it broke>}`.
-fn dpop_to_py(refusal: dpop::Refusal) -> PyErr {
-    let py_err = CoreError::new_err((refusal.kind(), refusal.message().to_owned()));
-    Python::attach(|py| {
-        let context = PyDict::new(py);
-        if context.set_item("check", refusal.check.as_str()).is_ok() {
-            let _ = py_err.value(py).setattr("context", context);
-        }
-        py_err
-    })
-}
 
 /// The rules a DPoP proof is checked against; `verify` checks one proof.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "ProofVerifier")]
@@ -54,8 +41,7 @@ impl PyProofVerifier {
             leeway,
             max_size,
             max_depth,
-        })
-        .map_err(to_py)?;
+        })?;
         Ok(PyProofVerifier { inner })
     }
 
@@ -80,7 +66,7 @@ impl PyProofVerifier {
                 self.inner
                     .verify(proof, method, uri, access_token, jkt, now)
             })
-            .map_err(dpop_to_py)?;
+            .map_err(Error::from)?;
         Ok((
             PyBytes::new(py, &accepted.replay_key),
             accepted.iat,
@@ -124,7 +110,7 @@ pub(super) fn jwk_thumbprint(py: Python<'_>, document: &Bound<'_, PyAny>) -> PyR
         key::Key::jwk(&value, None, false)?;
         dpop::thumbprint(&value)
     })
-    .map_err(to_py)
+    .map_err(PyErr::from)
 }
 
 /// A URI as RFC 9449 §4.3 compares `htu`, or `None` if it is not an

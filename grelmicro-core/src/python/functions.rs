@@ -1,15 +1,14 @@
 //! Module-level functions: digests, unverified reads, the kind and algorithm lists.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyBytes;
 
+use super::input_bytes;
 use super::objects::PyBuilder;
-use super::policy::PyPolicy;
-use super::{input_bytes, to_py};
 use crate::algorithm::Algorithm;
 use crate::error::ErrorKind;
 use crate::policy::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
-use crate::{digest, dpop, header, json, peek, token};
+use crate::{digest, header, json, peek, token};
 
 /// The raw 32-byte SHA-256 digest of `data` (str is hashed as UTF-8).
 #[pyfunction]
@@ -31,7 +30,7 @@ pub(super) fn _cache_key<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
     if bytes.len() > max_token_size {
-        return Err(to_py(token::too_large(bytes.len(), max_token_size)));
+        return Err(PyErr::from(token::too_large(bytes.len(), max_token_size)));
     }
     Ok(PyBytes::new(py, &digest::sha256(bytes)))
 }
@@ -45,19 +44,17 @@ pub(super) fn unverified_header<'py>(
     max_token_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    let explain = |err| to_py(token::explain(bytes, err));
+    let explain = |err| PyErr::from(token::explain(bytes, err));
     let segments = token::split(bytes, max_token_size).map_err(explain)?;
     let decoded = token::decode(segments.header).map_err(explain)?;
     // Validate like the verifier would, then build the full mapping.
-    header::parse(&decoded, DEFAULT_MAX_DEPTH).map_err(to_py)?;
+    header::parse(&decoded, DEFAULT_MAX_DEPTH)?;
     let mut builder = PyBuilder {
         py,
         issuers: &[],
         audiences: &[],
     };
-    json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)
-        .map_err(to_py)?
-        .call_method0("copy")
+    json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)?.call_method0("copy")
 }
 
 /// The unverified `iss` of a token (`None` when absent or not a string),
@@ -69,43 +66,13 @@ pub(super) fn unverified_issuer(
     max_token_size: usize,
 ) -> PyResult<Option<String>> {
     let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(to_py)
-}
-
-/// Decodes an already-authenticated payload (JSON bytes) under `policy` at
-/// `now`, exactly as `Verifier.verify` does after the signature check.
-/// For benchmarks and tests of the JSON path; never a way to skip a signature.
-#[pyfunction]
-pub(super) fn _decode_payload<'py>(
-    py: Python<'py>,
-    payload: &Bound<'py, PyBytes>,
-    policy: &PyPolicy,
-    now: f64,
-) -> PyResult<Bound<'py, PyAny>> {
-    let shared = |names: &[String]| -> Vec<Py<PyString>> {
-        names
-            .iter()
-            .map(|n| PyString::intern(py, n).unbind())
-            .collect()
-    };
-    let issuers = shared(policy.inner.issuers());
-    let audiences = shared(policy.inner.audiences());
-    let mut builder = PyBuilder {
-        py,
-        issuers: &issuers,
-        audiences: &audiences,
-    };
-    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(to_py)
+    peek::unverified_issuer(bytes, max_token_size, DEFAULT_MAX_DEPTH).map_err(PyErr::from)
 }
 
 /// Every error kind the core can raise, in a stable order.
 #[pyfunction]
 pub(super) fn error_kinds() -> Vec<&'static str> {
-    ErrorKind::ALL
-        .iter()
-        .map(|k| k.as_str())
-        .chain(dpop::KINDS)
-        .collect()
+    ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
 }
 
 /// Every algorithm name the core knows.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::{input_bytes, parse_algorithm, to_py};
+use super::{input_bytes, parse_algorithm};
 use crate::error::ErrorKind;
 use crate::key;
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
@@ -13,6 +13,23 @@ use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
 #[pyclass(frozen, module = "grelmicro_core._core", name = "Key")]
 pub struct PyKey {
     inner: Arc<key::Key>,
+}
+
+impl PyKey {
+    /// The one path of the three constructors: read the input as bytes,
+    /// build the key detached from the interpreter, wrap it.
+    fn build(
+        py: Python<'_>,
+        input: &Bound<'_, PyAny>,
+        what: &'static str,
+        make: impl FnOnce(&[u8]) -> crate::Result<key::Key> + Send,
+    ) -> PyResult<Self> {
+        let bytes = input_bytes(input, ErrorKind::InvalidKey, what)?;
+        let built = py.detach(|| make(bytes))?;
+        Ok(PyKey {
+            inner: Arc::new(built),
+        })
+    }
 }
 
 #[pymethods]
@@ -27,12 +44,8 @@ impl PyKey {
         kid: Option<String>,
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
-        let bytes = input_bytes(secret, ErrorKind::InvalidKey, "secret")?;
-        let built = py
-            .detach(|| key::Key::secret(bytes, alg, kid))
-            .map_err(to_py)?;
-        Ok(PyKey {
-            inner: Arc::new(built),
+        PyKey::build(py, secret, "secret", |bytes| {
+            key::Key::secret(bytes, alg, kid)
         })
     }
 
@@ -46,13 +59,7 @@ impl PyKey {
         kid: Option<String>,
     ) -> PyResult<Self> {
         let alg = parse_algorithm(algorithm)?;
-        let bytes = input_bytes(data, ErrorKind::InvalidKey, "PEM data")?;
-        let built = py
-            .detach(|| key::Key::pem(bytes, alg, kid))
-            .map_err(to_py)?;
-        Ok(PyKey {
-            inner: Arc::new(built),
-        })
+        PyKey::build(py, data, "PEM data", |bytes| key::Key::pem(bytes, alg, kid))
     }
 
     /// One JWK given as JSON text.
@@ -65,12 +72,8 @@ impl PyKey {
         allow_symmetric: bool,
     ) -> PyResult<Self> {
         let alg = algorithm.map(parse_algorithm).transpose()?;
-        let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWK document")?;
-        let built = py
-            .detach(|| key::Key::jwk_json(bytes, alg, allow_symmetric))
-            .map_err(to_py)?;
-        Ok(PyKey {
-            inner: Arc::new(built),
+        PyKey::build(py, document, "JWK document", |bytes| {
+            key::Key::jwk_json(bytes, alg, allow_symmetric)
         })
     }
 
@@ -86,7 +89,7 @@ impl PyKey {
 
     #[getter]
     fn kty(&self) -> &'static str {
-        self.inner.kty()
+        self.inner.kty().as_str()
     }
 
     /// Hex SHA-256 over the algorithm and key bytes (safe to log).
@@ -128,7 +131,7 @@ impl PyKeySet {
     fn new(keys: Vec<PyRef<'_, PyKey>>) -> PyResult<Self> {
         let keys = keys.iter().map(|k| Arc::clone(&k.inner)).collect();
         Ok(PyKeySet {
-            inner: Arc::new(CoreKeySet::new(keys).map_err(to_py)?),
+            inner: Arc::new(CoreKeySet::new(keys)?),
         })
     }
 
@@ -143,9 +146,7 @@ impl PyKeySet {
         max_keys: usize,
     ) -> PyResult<Self> {
         let bytes = input_bytes(document, ErrorKind::InvalidKey, "JWKS document")?;
-        let set = py
-            .detach(|| CoreKeySet::from_jwks(bytes, allow_symmetric, max_keys))
-            .map_err(to_py)?;
+        let set = py.detach(|| CoreKeySet::from_jwks(bytes, allow_symmetric, max_keys))?;
         Ok(PyKeySet {
             inner: Arc::new(set),
         })

@@ -1,6 +1,6 @@
 //! All pyo3 glue: the `grelmicro_core._core` module.
 //!
-//! Errors cross in one place ([`to_py`]): every core error becomes a
+//! Errors cross in one place (`impl From<Error> for PyErr`): every core error becomes a
 //! `CoreError(kind, message)` whose `context` attribute holds the error's
 //! structured context as a dict (or `None`); the Python layer maps the kind
 //! to its class.
@@ -21,6 +21,8 @@ use pyo3::types::{PyBytes, PyDict, PyFloat, PyString, PyTuple};
 use crate::algorithm::Algorithm;
 use crate::error::{Detail, Error, ErrorKind};
 
+#[cfg(feature = "bench-hooks")]
+mod bench;
 mod cache;
 mod dpop;
 mod front;
@@ -38,29 +40,31 @@ create_exception!(
 );
 
 /// The single conversion of a core error into a Python exception.
-pub(crate) fn to_py(err: Error) -> PyErr {
-    let py_err = CoreError::new_err((err.kind().as_str(), err.message().to_owned()));
-    if err.context().is_empty() {
-        return py_err;
-    }
-    Python::attach(|py| {
-        let context = PyDict::new(py);
-        for (name, detail) in err.context() {
-            let value = match detail {
-                Detail::Number(n) => PyFloat::new(py, *n).into_any(),
-                Detail::Text(t) => PyString::new(py, t).into_any(),
-                Detail::Texts(items) => match PyTuple::new(py, items) {
-                    Ok(tuple) => tuple.into_any(),
-                    Err(_) => continue,
-                },
-            };
-            if context.set_item(*name, value).is_err() {
-                return py_err;
-            }
+impl From<Error> for PyErr {
+    fn from(err: Error) -> PyErr {
+        let py_err = CoreError::new_err((err.kind().as_str(), err.message().to_owned()));
+        if err.context().is_empty() {
+            return py_err;
         }
-        let _ = py_err.value(py).setattr("context", context);
-        py_err
-    })
+        Python::attach(|py| {
+            let context = PyDict::new(py);
+            for (name, detail) in err.context() {
+                let value = match detail {
+                    Detail::Number(n) => PyFloat::new(py, *n).into_any(),
+                    Detail::Text(t) => PyString::new(py, t).into_any(),
+                    Detail::Texts(items) => match PyTuple::new(py, items) {
+                        Ok(tuple) => tuple.into_any(),
+                        Err(_) => continue,
+                    },
+                };
+                if context.set_item(*name, value).is_err() {
+                    return py_err;
+                }
+            }
+            let _ = py_err.value(py).setattr("context", context);
+            py_err
+        })
+    }
 }
 
 /// Borrows the bytes of a `str` or `bytes` argument.
@@ -76,16 +80,16 @@ pub(crate) fn input_bytes<'a>(
         return text
             .to_str()
             .map(str::as_bytes)
-            .map_err(|_| to_py(Error::new(kind, "text is not valid Unicode")));
+            .map_err(|_| PyErr::from(Error::new(kind, "text is not valid Unicode")));
     }
-    Err(to_py(Error::with(
+    Err(PyErr::from(Error::with(
         kind,
         format!("{what} must be str or bytes"),
     )))
 }
 
 pub(crate) fn parse_algorithm(name: &str) -> PyResult<Algorithm> {
-    Algorithm::parse_config(name).map_err(to_py)
+    Algorithm::parse_config(name).map_err(PyErr::from)
 }
 
 #[pymodule(gil_used = false)]
@@ -104,7 +108,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::unverified_header, m)?)?;
     m.add_function(wrap_pyfunction!(functions::error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(functions::algorithms, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::_decode_payload, m)?)?;
+    #[cfg(feature = "bench-hooks")]
+    m.add_function(wrap_pyfunction!(bench::_decode_payload, m)?)?;
     m.add_function(wrap_pyfunction!(functions::_cache_key, m)?)?;
     m.add_class::<cache::PyTokenCache>()?;
     m.add_class::<front::PyVerifyCall>()?;

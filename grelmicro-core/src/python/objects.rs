@@ -38,7 +38,7 @@ impl<'py> Builder for PyBuilder<'py, '_> {
     fn int(&mut self, value: i64) -> BuildResult<Self::Value> {
         Ok(value
             .into_pyobject(self.py)
-            .map_err(|e| match e {})?
+            .map_err(|e| -> Error { match e {} })?
             .into_any())
     }
     fn big_int(&mut self, value: &BigInt) -> BuildResult<Self::Value> {

@@ -6,7 +6,6 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::to_py;
 use crate::policy::{Policy as CorePolicy, PolicyOptions};
 
 /// A validated verification policy.
@@ -33,7 +32,7 @@ impl PyPolicy {
             }
             merged.update(given.as_mapping())?;
         }
-        let policy = CorePolicy::new(merged.extract::<PolicyOptions>()?).map_err(to_py)?;
+        let policy = CorePolicy::new(merged.extract::<PolicyOptions>()?)?;
         Ok(PyPolicy {
             inner: Arc::new(policy),
         })

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use super::input_bytes;
 use super::keys::PyKeySet;
 use super::objects::PyBuilder;
 use super::policy::PyPolicy;
-use super::{input_bytes, to_py};
 use crate::algorithm::{Algorithm, Family};
 use crate::error::{Error, ErrorKind};
 use crate::token;
@@ -32,8 +32,7 @@ const HMAC_DETACH_BYTES: usize = 2048;
 impl PyVerifier {
     #[new]
     fn new(py: Python<'_>, keys: &PyKeySet, policy: &PyPolicy) -> PyResult<Self> {
-        let inner =
-            CoreVerifier::new(Arc::clone(&keys.inner), Arc::clone(&policy.inner)).map_err(to_py)?;
+        let inner = CoreVerifier::new(Arc::clone(&keys.inner), Arc::clone(&policy.inner))?;
         let only_hmac = inner
             .keys()
             .keys()
@@ -68,19 +67,16 @@ impl PyVerifier {
         } else {
             self.inner.authenticate(bytes)
         }
-        .map_err(|err| to_py(token::explain(bytes, err)))?;
+        .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
         let mut builder = PyBuilder {
             py,
             issuers: &self.issuers,
             audiences: &self.audiences,
         };
         // The top level stays a plain dict: the Python layer keeps it private.
-        let claims = self
-            .inner
-            .claims(&payload, &mut builder, now)
-            .map_err(to_py)?;
+        let claims = self.inner.claims(&payload, &mut builder, now)?;
         claims.cast_into::<PyDict>().map_err(|_| {
-            to_py(Error::new(
+            PyErr::from(Error::new(
                 ErrorKind::Malformed,
                 "payload is not a JSON object",
             ))

@@ -1,0 +1,183 @@
+//! Tests of the one-pass payload decoding and the claim rules.
+
+use super::*;
+
+#[test]
+fn claim_enum_follows_the_registered_list() {
+    assert_eq!(Claim::ALL.len(), REGISTERED.len());
+    for (index, claim) in Claim::ALL.into_iter().enumerate() {
+        assert_eq!(claim as usize, index);
+        assert_eq!(Claim::from_name(REGISTERED[index]), Some(claim));
+        assert_eq!(claim.name(), REGISTERED[index]);
+    }
+    assert_eq!(Claim::from_name("EXP"), None);
+}
+use crate::json::{Value, ValueBuilder};
+use crate::policy::PolicyOptions;
+
+fn policy(options: PolicyOptions) -> Policy {
+    Policy::new(options).unwrap()
+}
+
+fn run(payload: &str, policy: &Policy, now: f64) -> Result<Value> {
+    decode(payload.as_bytes(), policy, &mut ValueBuilder, now)
+}
+
+fn kind(payload: &str, policy: &Policy, now: f64) -> ErrorKind {
+    run(payload, policy, now).unwrap_err().kind()
+}
+
+#[test]
+fn exp_boundary_is_exclusive() {
+    let p = policy(PolicyOptions::default());
+    assert!(run(r#"{"exp":100}"#, &p, 99.0).is_ok());
+    assert_eq!(kind(r#"{"exp":100}"#, &p, 100.0), ErrorKind::Expired);
+    assert!(run(r#"{"exp":100.5}"#, &p, 100.25).is_ok());
+    let lenient = policy(PolicyOptions {
+        leeway: 10.0,
+        ..Default::default()
+    });
+    assert!(run(r#"{"exp":100}"#, &lenient, 109.0).is_ok());
+    assert_eq!(kind(r#"{"exp":100}"#, &lenient, 110.0), ErrorKind::Expired);
+}
+
+#[test]
+fn nbf_and_iat_boundaries() {
+    let p = policy(PolicyOptions {
+        required: vec![],
+        ..Default::default()
+    });
+    assert!(run(r#"{"nbf":100}"#, &p, 100.0).is_ok());
+    assert_eq!(kind(r#"{"nbf":100}"#, &p, 99.0), ErrorKind::NotYetValid);
+    assert!(run(r#"{"iat":100}"#, &p, 100.0).is_ok());
+    assert_eq!(kind(r#"{"iat":101}"#, &p, 100.0), ErrorKind::IssuedInFuture);
+    let aged = policy(PolicyOptions {
+        required: vec![],
+        max_age: Some(60.0),
+        ..Default::default()
+    });
+    assert!(run(r#"{"iat":100}"#, &aged, 160.0).is_ok());
+    assert_eq!(kind(r#"{"iat":100}"#, &aged, 160.5), ErrorKind::TooOld);
+    assert_eq!(kind(r#"{}"#, &aged, 100.0), ErrorKind::MissingClaim);
+}
+
+#[test]
+fn times_must_be_numbers() {
+    let p = policy(PolicyOptions {
+        required: vec![],
+        ..Default::default()
+    });
+    for bad in [
+        r#"{"exp":"100"}"#,
+        r#"{"exp":true}"#,
+        r#"{"nbf":null}"#,
+        r#"{"iat":[1]}"#,
+        r#"{"exp":{}}"#,
+    ] {
+        assert_eq!(kind(bad, &p, 0.0), ErrorKind::InvalidClaim, "{bad}");
+    }
+    assert!(run(r#"{"exp":1e300}"#, &p, 0.0).is_ok());
+    assert!(run(r#"{"exp":123456789012345678901234567890}"#, &p, 0.0).is_ok());
+    // Out of a double's range: an infinite exp would never expire.
+    let huge = format!(r#"{{"exp":1{}}}"#, "0".repeat(400));
+    for bad in [
+        r#"{"exp":1e400}"#,
+        r#"{"nbf":-1e309}"#,
+        r#"{"iat":1e999}"#,
+        huge.as_str(),
+        r#"{"x":[1,{"y":1e400}]}"#,
+        r#"{"x":-1e309}"#,
+    ] {
+        assert_eq!(kind(bad, &p, 0.0), ErrorKind::InvalidClaim, "{bad}");
+    }
+}
+
+#[test]
+fn audience_rules() {
+    let p = policy(PolicyOptions {
+        audiences: vec!["a".into(), "b".into()],
+        required: vec![],
+        ..Default::default()
+    });
+    assert!(run(r#"{"aud":"b"}"#, &p, 0.0).is_ok());
+    assert!(run(r#"{"aud":["x","a"]}"#, &p, 0.0).is_ok());
+    assert_eq!(kind(r#"{"aud":"A"}"#, &p, 0.0), ErrorKind::Audience);
+    assert_eq!(kind(r#"{"aud":"ab"}"#, &p, 0.0), ErrorKind::Audience);
+    assert_eq!(kind(r#"{"aud":[]}"#, &p, 0.0), ErrorKind::Audience);
+    assert_eq!(kind(r#"{"aud":["a",1]}"#, &p, 0.0), ErrorKind::InvalidClaim);
+    assert_eq!(kind(r#"{"aud":{"a":1}}"#, &p, 0.0), ErrorKind::InvalidClaim);
+    assert_eq!(kind(r#"{}"#, &p, 0.0), ErrorKind::MissingClaim);
+    let none = policy(PolicyOptions {
+        required: vec![],
+        ..Default::default()
+    });
+    assert_eq!(kind(r#"{"aud":"a"}"#, &none, 0.0), ErrorKind::Audience);
+    assert!(run(r#"{}"#, &none, 0.0).is_ok());
+}
+
+#[test]
+fn issuer_rules() {
+    let p = policy(PolicyOptions {
+        issuers: vec!["https://i/".into()],
+        required: vec![],
+        ..Default::default()
+    });
+    assert!(run(r#"{"iss":"https://i/"}"#, &p, 0.0).is_ok());
+    assert_eq!(kind(r#"{"iss":"https://i"}"#, &p, 0.0), ErrorKind::Issuer);
+    assert_eq!(kind(r#"{"iss":"HTTPS://I/"}"#, &p, 0.0), ErrorKind::Issuer);
+    assert_eq!(
+        kind(r#"{"iss":["https://i/"]}"#, &p, 0.0),
+        ErrorKind::InvalidClaim
+    );
+    assert_eq!(kind(r#"{}"#, &p, 0.0), ErrorKind::MissingClaim);
+}
+
+#[test]
+fn required_claims_and_shapes() {
+    let p = policy(PolicyOptions {
+        required: vec!["exp".into(), "tenant".into(), "sub".into()],
+        ..Default::default()
+    });
+    assert!(run(r#"{"exp":10,"tenant":null,"sub":"u"}"#, &p, 0.0).is_ok());
+    let err = run(r#"{"exp":10,"sub":"u"}"#, &p, 0.0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingClaim);
+    assert!(err.message().contains("tenant"));
+    assert_eq!(err.context(), &[("claim", Detail::Text("tenant".into()))]);
+    let err = run(r#"{"exp":"10","tenant":1,"sub":"u"}"#, &p, 0.0).unwrap_err();
+    assert_eq!(err.context(), &[("claim", Detail::Text("exp".into()))]);
+    assert_eq!(
+        kind(r#"{"exp":10,"tenant":1,"sub":5}"#, &p, 0.0),
+        ErrorKind::InvalidClaim
+    );
+    assert_eq!(kind(r#"[1]"#, &p, 0.0), ErrorKind::Malformed);
+    assert_eq!(
+        kind(r#"{"exp":10,"exp":10}"#, &p, 0.0),
+        ErrorKind::Malformed
+    );
+    assert_eq!(kind(r#"{"exp":10} {}"#, &p, 0.0), ErrorKind::Malformed);
+}
+
+#[test]
+fn messages_carry_times_only() {
+    let p = policy(PolicyOptions::default());
+    let err = run(r#"{"exp":100,"secret":"hunter2"}"#, &p, 200.0).unwrap_err();
+    assert_eq!(err.message(), "token expired at 100 (now 200, leeway 0s)");
+    assert_eq!(
+        err.context(),
+        &[
+            ("exp", Detail::Number(100.0)),
+            ("now", Detail::Number(200.0)),
+            ("leeway", Detail::Number(0.0)),
+        ]
+    );
+    let p = policy(PolicyOptions {
+        issuers: vec!["https://i/".into()],
+        required: vec![],
+        ..Default::default()
+    });
+    let err = run(r#"{"iss":"https://evil/"}"#, &p, 0.0).unwrap_err();
+    assert_eq!(
+        err.context(),
+        &[("expected", Detail::Texts(vec!["https://i/".into()]))]
+    );
+}
