@@ -7,7 +7,7 @@ holds the policy and the state a proof check needs beyond the compiled core:
 
 - the core checks the proof itself in one call (``typ``, algorithm, the
   ``jwk`` header key, signature, ``htm``, ``htu``, ``iat`` window, ``ath``,
-  thumbprint against ``cnf.jkt``); see ``grelmicro-core/src/dpop.rs``;
+  thumbprint against ``cnf.jkt``); see ``grelmicro-core/src/dpop/``;
 - :class:`ReplayStore` refuses a proof seen before;
 - :class:`DPoPNonces` issues server nonces (``DPoP-Nonce``) and rotates them;
 - the binding rules: a bound token is never accepted as a plain bearer token,

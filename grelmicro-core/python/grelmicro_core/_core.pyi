@@ -12,6 +12,7 @@ __all__ = [
     "ProofVerifier",
     "TokenCache",
     "Verifier",
+    "VerifyCall",
     "__version__",
     "_cache_key",
     "algorithms",
