@@ -9,7 +9,8 @@ tree for each interpreter (by scripts/corewheel.py, the project's one builder:
 reused while the sources are unchanged, with the core's ``bench-hooks`` feature
 when it declares one), the Rust lanes (cargo, bench/rust) and the JavaScript
 lanes (npm, bench/js; Node and Bun). Then it makes the keys and tokens once,
-runs each runtime's lanes, and writes the page with its charts. Needs only the standard library to start.
+runs each runtime's lanes, and writes the page with its charts. Needs only the
+standard library to start.
 """
 
 from __future__ import annotations
