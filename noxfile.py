@@ -98,24 +98,26 @@ def apt_install(session: nox.Session, *packages: str) -> None:
     )
 
 
+def pip_install(session: nox.Session, python: Path, *args: str) -> None:
+    """``python -m pip install -q ARGS``."""
+    session.run(str(python), "-m", "pip", "install", "-q", *args)
+
+
 def fresh_venv(session: nox.Session, python: str | Path, path: Path) -> Path:
     """A new virtualenv at ``path`` (removed first) with an up-to-date pip; its python."""
     shutil.rmtree(path, ignore_errors=True)
     session.run(str(python), "-m", "venv", str(path))
     vpy = path / "bin" / "python"
-    session.run(str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip")
+    pip_install(session, vpy, "--upgrade", "pip")
     return vpy
 
 
 def install_ours(session: nox.Session, vpy: Path, *dirs: Path) -> None:
     """grelmicro-core and grelmicro at this tree's versions, from ``dirs`` only (no index)."""
     links = [arg for d in dirs for arg in ("--find-links", str(d))]
-    session.run(
+    pip_install(
+        session,
         str(vpy),
-        "-m",
-        "pip",
-        "install",
-        "-q",
         "--no-index",
         "--no-deps",
         *links,
@@ -225,11 +227,11 @@ def freethreaded_env(session: nox.Session) -> Path:
     vpy = FT_VENV / "bin" / "python"
     if not vpy.exists():
         session.run(str(python), "-m", "venv", str(FT_VENV))
-    session.run(str(vpy), "-m", "pip", "install", "-q", "--upgrade", "pip")
-    session.run(str(vpy), "-m", "pip", "install", "-q", "pytest", *FT_RUNTIME)
+    pip_install(session, vpy, "--upgrade", "pip")
+    pip_install(session, vpy, "pytest", *FT_RUNTIME)
     wheel = corewheel.build_core_wheel(vpy, log=session.log)
     corewheel.install_core(vpy, wheel, log=session.log)
-    session.run(str(vpy), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT))
+    pip_install(session, vpy, "--no-deps", "-e", str(ROOT))
     session.log(corewheel.check_installed(vpy))
     _FT_READY.append(vpy)
     return vpy
@@ -294,7 +296,7 @@ def docs(session: nox.Session) -> None:
     """The site built with mkdocs --strict, every docs example run, the site in Chromium."""
     dev(session)
     # Pinned docs tools (never grelmicro or grelmicro-core: those come from this tree).
-    session.run(str(PY), "-m", "pip", "install", "-q", "-r", "docs/requirements.txt")
+    pip_install(session, PY, "-r", "docs/requirements.txt")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         apt_install(session, "chromium", "chromium-driver")
     shutil.rmtree(ROOT / "site", ignore_errors=True)
@@ -345,12 +347,9 @@ def security(session: nox.Session) -> None:
     venv = Path(os.environ.get("SECURITY_VENV") or tmp / "grelmicro-security-venv")
     vpy = fresh_venv(session, python, venv)
     # Test tools from PyPI, at the versions the dev environment pins.
-    session.run(
+    pip_install(
+        session,
         str(vpy),
-        "-m",
-        "pip",
-        "install",
-        "-q",
         "-c",
         str(DEV_REQS),
         "pytest",
@@ -445,7 +444,7 @@ def fuzz_smoke(session: nox.Session, vpy: Path, work: Path, seconds: str) -> Non
                 f"keep the artifact in grelmicro-core/fuzz/regressions/{target}/",
             )
     session.log(f"atheris: JWTVerifier.verify for {seconds}s (installed wheel)")
-    session.run(str(vpy), "-m", "pip", "install", "-q", ATHERIS)
+    pip_install(session, vpy, ATHERIS)
     corpus, artifacts = work / "atheris-corpus", work / "atheris-artifacts"
     corpus.mkdir()
     artifacts.mkdir()
@@ -505,13 +504,13 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     install_ours(session, vpy, core.parent, ours.parent)
     # Runtime dependencies of the jwt extra (on free-threaded 3.13, the last that build).
     runtime = FT_RUNTIME if tag == "cp313t" else ("-c", str(DEV_REQS), "httpx", "anyio", "pydantic")
-    session.run(str(vpy), "-m", "pip", "install", "-q", *runtime)
+    pip_install(session, vpy, *runtime)
     session.run(str(vpy), "-m", "pip", "check")
     if tag.endswith("t"):
-        session.run(str(vpy), "-m", "pip", "install", "-q", "-c", str(DEV_REQS), "pytest")
+        pip_install(session, vpy, "-c", str(DEV_REQS), "pytest")
         select = FT_TESTS
     else:
-        session.run(str(vpy), "-m", "pip", "install", "-q", "-r", str(DEV_REQS))
+        pip_install(session, vpy, "-r", str(DEV_REQS))
         select = ("tests",)
     check_imported_from(session, vpy, venv)
     with tempfile.TemporaryDirectory() as outside, session.chdir(outside):
