@@ -117,7 +117,7 @@ def install_ours(session: nox.Session, vpy: Path, *dirs: Path) -> None:
     links = [arg for d in dirs for arg in ("--find-links", str(d))]
     pip_install(
         session,
-        str(vpy),
+        vpy,
         "--no-index",
         "--no-deps",
         *links,
@@ -349,7 +349,7 @@ def security(session: nox.Session) -> None:
     # Test tools from PyPI, at the versions the dev environment pins.
     pip_install(
         session,
-        str(vpy),
+        vpy,
         "-c",
         str(DEV_REQS),
         "pytest",
@@ -466,10 +466,10 @@ def fuzz_smoke(session: nox.Session, vpy: Path, work: Path, seconds: str) -> Non
             "copied to security-tests/fuzz/regressions/",
         )
     finally:
-        kept = list(artifacts.iterdir())
-        if kept:
+        crashes = list(artifacts.iterdir())
+        if crashes:
             regressions.mkdir(parents=True, exist_ok=True)
-            for artifact in kept:
+            for artifact in crashes:
                 shutil.copy(artifact, regressions)
 
 
@@ -506,6 +506,7 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     runtime = FT_RUNTIME if tag == "cp313t" else ("-c", str(DEV_REQS), "httpx", "anyio", "pydantic")
     pip_install(session, vpy, *runtime)
     session.run(str(vpy), "-m", "pip", "check")
+    select: tuple[str, ...]
     if tag.endswith("t"):
         pip_install(session, vpy, "-c", str(DEV_REQS), "pytest")
         select = FT_TESTS

@@ -27,6 +27,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -46,7 +47,7 @@ def _log(message: str) -> None:
     print(f"[corewheel] {message}", file=sys.stderr, flush=True)
 
 
-def read_toml(path: Path) -> dict:
+def read_toml(path: Path) -> dict[str, Any]:
     """The parsed TOML file at ``path``."""
     with path.open("rb") as handle:
         return tomllib.load(handle)
