@@ -52,9 +52,14 @@ FT_TESTS = (
     "tests/core/test_freethreaded.py",
     "tests/jwt/test_concurrency.py",
 )
-# Runtime dependencies of the jwt extra on 3.13t: pydantic-core releases after
-# 2.33 (pyo3 0.29+) refuse free-threaded 3.13, so the last pydantic that builds.
-FT_RUNTIME = ("httpx", "anyio", "pydantic<2.12")
+# The jwt extra's runtime dependencies (pyproject.toml); on 3.13t, pydantic-core
+# releases after 2.33 (pyo3 0.29+) refuse free-threaded 3.13: the last that builds.
+RUNTIME = tuple(corewheel.runtime_requirements())
+FT_PYDANTIC = "pydantic<2.12"
+FT_RUNTIME = (
+    *(r for r in RUNTIME if corewheel.requirement_name(r) != "pydantic"),
+    FT_PYDANTIC,
+)
 INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
 # Tool pins of the fuzz smoke.
 ATHERIS = "atheris==3.0.0"
@@ -346,19 +351,10 @@ def security(session: nox.Session) -> None:
     tmp = Path(tempfile.gettempdir())
     venv = Path(os.environ.get("SECURITY_VENV") or tmp / "grelmicro-security-venv")
     vpy = fresh_venv(session, python, venv)
-    # Test tools from PyPI, at the versions the dev environment pins.
-    pip_install(
-        session,
-        vpy,
-        "-c",
-        str(DEV_REQS),
-        "pytest",
-        "hypothesis",
-        "cryptography",
-        "httpx",
-        "anyio",
-        "pydantic",
-    )
+    # Test tools and runtime dependencies from PyPI, at the versions the dev
+    # environment pins.
+    tests_need = ("pytest", "hypothesis", "cryptography")
+    pip_install(session, vpy, "-c", str(DEV_REQS), *tests_need, *RUNTIME)
     install_ours(session, vpy, *dirs)
     session.run(str(vpy), "-m", "pip", "check")
     check_imported_from(session, vpy, venv)
@@ -503,7 +499,7 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     vpy = fresh_venv(session, python, venv)
     install_ours(session, vpy, core.parent, ours.parent)
     # Runtime dependencies of the jwt extra (on free-threaded 3.13, the last that build).
-    runtime = FT_RUNTIME if tag == "cp313t" else ("-c", str(DEV_REQS), "httpx", "anyio", "pydantic")
+    runtime = FT_RUNTIME if tag == "cp313t" else ("-c", str(DEV_REQS), *RUNTIME)
     pip_install(session, vpy, *runtime)
     session.run(str(vpy), "-m", "pip", "check")
     select: tuple[str, ...]

@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,17 @@ def core_version() -> str:
 def version() -> str:
     """The grelmicro version (local label included), from the top pyproject.toml."""
     return str(read_toml(ROOT / "pyproject.toml")["project"]["version"])
+
+
+def requirement_name(spec: str) -> str:
+    """``"pydantic>=2.7"`` -> ``"pydantic"`` (the distribution name of a requirement)."""
+    return re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0].lower()
+
+
+def runtime_requirements() -> list[str]:
+    """The jwt extra's dependencies from pyproject.toml, grelmicro-core aside (it is ours)."""
+    extra = read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]["jwt"]
+    return [str(spec) for spec in extra if requirement_name(str(spec)) != "grelmicro-core"]
 
 
 def declared_features(manifest_dir: Path = CORE) -> set[str]:
