@@ -131,19 +131,6 @@ def install_ours(session: nox.Session, vpy: Path, *dirs: Path) -> None:
     )
 
 
-def check_imported_from(session: nox.Session, vpy: Path, where: Path) -> None:
-    """Both packages import from ``where`` (the venv), run from outside the tree."""
-    code = (
-        "import sys, importlib.metadata as md, grelmicro.jwt, grelmicro_core\n"
-        "for m in (grelmicro.jwt, grelmicro_core):\n"
-        "    assert m.__file__.startswith(sys.argv[1]), f'{m.__name__} from {m.__file__}'\n"
-        "print('grelmicro', md.version('grelmicro'), 'and grelmicro-core',\n"
-        "      md.version('grelmicro-core'), grelmicro_core.SOURCE_HASH, 'from', sys.argv[1])\n"
-    )
-    with tempfile.TemporaryDirectory() as outside, session.chdir(outside):
-        session.run(str(vpy), "-c", code, str(where))
-
-
 # -- fast checks -------------------------------------------------------------------------------
 
 
@@ -357,7 +344,7 @@ def security(session: nox.Session) -> None:
     pip_install(session, vpy, "-c", str(DEV_REQS), *tests_need, *RUNTIME)
     install_ours(session, vpy, *dirs)
     session.run(str(vpy), "-m", "pip", "check")
-    check_imported_from(session, vpy, venv)
+    session.log(corewheel.check_installed(vpy, wheels_only=True))
     # From a directory outside the tree, so the installed wheels are what gets
     # imported (security-tests/conftest.py refuses to run otherwise).
     with tempfile.TemporaryDirectory(prefix="grelmicro-security.") as work, session.chdir(work):
@@ -509,7 +496,7 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     else:
         pip_install(session, vpy, "-r", str(DEV_REQS))
         select = ("tests",)
-    check_imported_from(session, vpy, venv)
+    session.log(corewheel.check_installed(vpy, wheels_only=True))
     with tempfile.TemporaryDirectory() as outside, session.chdir(outside):
         session.run(
             str(vpy),

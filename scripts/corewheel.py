@@ -286,19 +286,36 @@ def install_core(python: str | Path, wheel: Path, *, log: Log = _log) -> None:
     marker.write_text(sha)
 
 
-def check_installed(python: str | Path, src: Path = CORE / "src") -> str:
-    """Fail unless ``python`` imports a grelmicro-core built from ``src`` at this version."""
+def check_installed(python: str | Path, *, wheels_only: bool = False) -> str:
+    """Fail unless ``python`` imports this tree's grelmicro-core (version, source hash).
+
+    With ``wheels_only``, grelmicro must import too, at this tree's version, and
+    both from that interpreter's own environment (installed wheels, not this
+    tree). Run from ``/``, so the working directory cannot shadow anything.
+    """
     probe = (
-        "import grelmicro_core, importlib.metadata as md; "
-        "print(md.version('grelmicro-core'), grelmicro_core.SOURCE_HASH)"
+        "import sys, importlib, importlib.metadata as md\n"
+        "wheels_only = sys.argv[1] == '1'\n"
+        "for name in ('grelmicro_core', 'grelmicro.jwt') if wheels_only else ('grelmicro_core',):\n"
+        "    where = importlib.import_module(name).__file__ or ''\n"
+        "    if wheels_only and not where.startswith(sys.prefix):\n"
+        "        sys.exit(f'{name} imported from {where}, outside {sys.prefix}')\n"
+        "import grelmicro_core\n"
+        "print(md.version('grelmicro-core'), grelmicro_core.SOURCE_HASH,\n"
+        "      md.version('grelmicro') if wheels_only else '-', sys.prefix)\n"
     )
-    got = subprocess.run(
-        [str(python), "-c", probe], check=True, capture_output=True, text=True, cwd="/"
-    ).stdout.split()
-    want = [core_version(), source_hash(src)]
-    if got != want:
-        raise SystemExit(f"installed grelmicro-core {got} is not this tree's {want}")
-    return f"grelmicro-core {got[0]} source {got[1]}"
+    flag = "1" if wheels_only else "0"
+    res = subprocess.run(
+        [str(python), "-c", probe, flag], check=False, capture_output=True, text=True, cwd="/"
+    )
+    if res.returncode:
+        raise SystemExit(f"{python}: {(res.stderr.strip().splitlines() or ['failed'])[-1]}")
+    got = res.stdout.split()
+    want = [core_version(), source_hash(), version() if wheels_only else "-"]
+    if got[:3] != want:
+        raise SystemExit(f"installed {got[:3]} is not this tree's {want}")
+    ours = f"grelmicro {got[2]} and " if wheels_only else ""
+    return f"{ours}grelmicro-core {got[0]} (source {got[1]}) in {got[3]}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
