@@ -321,7 +321,8 @@ def security(session: nox.Session) -> None:
     """security-tests/ against the built wheels in a fresh venv, then the fuzz smoke runs.
 
     Environment: PYTHON (interpreter of the venv; default the dev venv's),
-    SECURITY_VENV (default $TMPDIR/grelmicro-security-venv), RELEASE_DIR (test
+    SECURITY_VENV (default .venvs/security, beside the interpreter runs' venvs,
+    so two checkouts on one machine never share it), RELEASE_DIR (test
     those files), FUZZ_SECONDS (default 30; 0: no fuzzing), HYPOTHESIS_PROFILE
     (security | security-long).
     """
@@ -335,8 +336,7 @@ def security(session: nox.Session) -> None:
             corewheel.build_core_wheel(python, log=session.log).parent,
             corewheel.build_grelmicro_dists(PY, log=session.log).parent,
         ]
-    tmp = Path(tempfile.gettempdir())
-    venv = Path(os.environ.get("SECURITY_VENV") or tmp / "grelmicro-security-venv")
+    venv = Path(os.environ.get("SECURITY_VENV") or ROOT / ".venvs" / "security")
     vpy = fresh_venv(session, python, venv)
     # Test tools and runtime dependencies from PyPI, at the versions the dev
     # environment pins.
