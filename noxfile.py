@@ -358,6 +358,7 @@ def security(session: nox.Session) -> None:
             "--rootdir",
             str(ROOT / "security-tests"),
             str(ROOT / "security-tests"),
+            *session.posargs,
         )
         seconds = os.environ.get("FUZZ_SECONDS", "30")
         if seconds == "0":
