@@ -45,10 +45,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "jwt"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "jwt"))  # DPoP proofs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one token forge
 
 from dpop_proofs import ProofSigner
-from minting import NOW, private_key
+from forge import NOW, private_key
 
 from grelmicro.jwt import (
     DPoPReplayError,

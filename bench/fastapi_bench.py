@@ -31,7 +31,6 @@ wrong-audience and a tampered token, 403 for a token without the scope.
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import platform
@@ -49,21 +48,19 @@ from typing import Annotated, Any
 import httpx
 import jwt
 import uvicorn
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from fastapi import Depends, FastAPI, HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fixtures import encode, forge, typical_payload
 from starlette.requests import HTTPConnection
 
 from grelmicro.jwt import Claims, JWTVerifier, Key
+from grelmicro.jwt._demo import AUDIENCE, ISSUER
 from grelmicro.jwt.fastapi import JWTBearer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmarks.md"
 MARK_BEGIN = "<!-- fastapi-bench:begin -->"
 MARK_END = "<!-- fastapi-bench:end -->"
-AUDIENCE = "https://api.example.com"
-ISSUER = "https://issuer.example.com/"
 LANES = {
     "/none": "no auth (reference)",
     "/noop": "a no-op dependency (FastAPI's own cost of one)",
@@ -76,42 +73,17 @@ LANES = {
 # -- keys and tokens -------------------------------------------------------------
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def make_keys() -> tuple[Any, bytes]:
-    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    public_pem = private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return private, public_pem
+    private = forge.generate("RS256")
+    return private, forge.spki_pem(private)
 
 
 def sign(private: Any, payload: dict[str, Any]) -> str:
-    header = {"alg": "RS256", "typ": "JWT", "kid": "k1"}
-    parts = [b64url(json.dumps(p, separators=(",", ":")).encode()) for p in (header, payload)]
-    signing_input = ".".join(parts).encode()
-    signature = private.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-    return f"{signing_input.decode()}.{b64url(signature)}"
+    return encode("RS256", private, payload)
 
 
 def canonical(now: int, **changes: Any) -> dict[str, Any]:
-    payload = {
-        "iss": ISSUER,
-        "sub": "user-1234567890",
-        "aud": AUDIENCE,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
-    payload.update(changes)
-    return payload
+    return {**typical_payload(now), **changes}
 
 
 # -- the server process ------------------------------------------------------------

@@ -4,7 +4,11 @@ The token shape is the canonical one of ``shared/bench-token.md``: compact JSON
 header ``{"alg", "typ", "kid"}``, the typical payload, and larger payloads made
 by adding a list of permission strings. Signing is done here with
 ``cryptography`` (no JWT library), so no lane verifies tokens its own library
-produced. Every case also carries the tokens a lane must reject.
+produced. Tokens and key forms come from the tests' one token forge
+(``tests/forge.py``); the other bench scripts mint with :func:`encode` and
+:func:`typical_payload` too. ``cryptography`` is imported only for
+asymmetric keys (the free-threaded 3.13t run has none). Every case also
+carries the tokens a lane must reject.
 
 Run as a script, it writes the fixtures as JSON (read by the Python workers,
 the Rust binary and the JavaScript lanes).
@@ -14,17 +18,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
-import hmac
 import json
 import secrets
 import sys
 import time
 from pathlib import Path
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
+import forge
 
 AUDIENCE = "https://api.example.com"
 ISSUER = "https://issuer.example.com/"
@@ -32,9 +33,6 @@ KID = "k1"
 JTI = "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"
 DEFAULT_MAX_TOKEN = 8192
 BIG_MAX_TOKEN = 65536
-
-HASHES = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
-EC_CURVES = {"ES256": (ec.SECP256R1, 32), "ES384": (ec.SECP384R1, 48), "ES512": (ec.SECP521R1, 66)}
 
 # (case name, algorithm, key name, payload size, suite)
 ALG_CASES = [
@@ -60,14 +58,6 @@ SECRET_CASES = [
 ]
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def compact(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
 def typical_payload(now: int) -> dict:
     return {
         "iss": ISSUER,
@@ -91,7 +81,7 @@ def sized_payload(now: int, size: str) -> dict:
     target = SIZES[size]
     perms: list[str] = []
     payload["permissions"] = perms
-    while len(compact(payload)) < target:
+    while len(forge.json_bytes(payload)) < target:
         perms.append(f"https://api.example.com/permissions/items/{len(perms):04d}:read")
     return payload
 
@@ -103,94 +93,51 @@ def make_keys() -> dict:
         keys[name] = secrets.token_bytes(size)
         keys[name + "/other"] = secrets.token_bytes(size)
     for bits in (2048, 3072, 4096):
-        keys[f"rsa-{bits}"] = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-    keys["rsa-2048/other"] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        keys[f"rsa-{bits}"] = forge.generate("RS256", rsa_bits=bits)
+    keys["rsa-2048/other"] = forge.generate("RS256")
     keys["rsa-3072/other"] = keys["rsa-2048/other"]
     keys["rsa-4096/other"] = keys["rsa-2048/other"]
-    for name, curve in (("p-256", ec.SECP256R1), ("p-384", ec.SECP384R1), ("p-521", ec.SECP521R1)):
-        keys[name] = ec.generate_private_key(curve())
-        keys[name + "/other"] = ec.generate_private_key(curve())
-    keys["ed25519"] = ed25519.Ed25519PrivateKey.generate()
-    keys["ed25519/other"] = ed25519.Ed25519PrivateKey.generate()
+    for name, alg in (("p-256", "ES256"), ("p-384", "ES384"), ("p-521", "ES512")):
+        keys[name] = forge.generate(alg)
+        keys[name + "/other"] = forge.generate(alg)
+    keys["ed25519"] = forge.generate("EdDSA")
+    keys["ed25519/other"] = forge.generate("EdDSA")
     return keys
 
 
-def sign(alg: str, key: object, signing_input: bytes) -> bytes:
-    bits = alg[2:]
-    if alg.startswith("HS"):
-        return hmac.new(key, signing_input, getattr(hashlib, f"sha{bits}")).digest()
-    if alg.startswith("RS"):
-        return key.sign(signing_input, padding.PKCS1v15(), HASHES[bits]())
-    if alg.startswith("PS"):
-        pss = padding.PSS(mgf=padding.MGF1(HASHES[bits]()), salt_length=int(bits) // 8)
-        return key.sign(signing_input, pss, HASHES[bits]())
-    if alg.startswith("ES"):
-        der = key.sign(signing_input, ec.ECDSA(HASHES[bits]()))
-        r, s = decode_dss_signature(der)
-        width = EC_CURVES[alg][1]
-        return r.to_bytes(width, "big") + s.to_bytes(width, "big")
-    if alg == "EdDSA":
-        return key.sign(signing_input)
-    raise ValueError(alg)
-
-
 def encode(alg: str, key: object, payload: dict, kid: str = KID) -> str:
-    header = {"alg": alg, "typ": "JWT", "kid": kid}
-    signing_input = f"{b64url(compact(header))}.{b64url(compact(payload))}".encode()
-    return f"{signing_input.decode()}.{b64url(sign(alg, key, signing_input))}"
-
-
-def tamper(token: str) -> str:
-    """Changes one character in the middle of the signature (stays canonical base64url)."""
-    head, sig = token.rsplit(".", 1)
-    mid = len(sig) // 2
-    swap = "A" if sig[mid] != "A" else "B"
-    return f"{head}.{sig[:mid]}{swap}{sig[mid + 1 :]}"
+    """The canonical bench token: header ``{"alg", "typ", "kid"}`` over ``payload``."""
+    return forge.Signer(alg, key, kid, "JWT").mint(payload)
 
 
 def public_material(name: str, key: object) -> dict:
     """Every form of the public key a lane may need."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: PLC0415
+
     if isinstance(key, bytes):
         return {
             "kind": "hmac",
             "secret_b64": base64.b64encode(key).decode(),
-            "jwk": {"kty": "oct", "kid": KID, "k": b64url(key)},
+            "jwk": forge.jwk(key, kid=KID),
             "raw_b64": base64.b64encode(key).decode(),
         }
     pub = key.public_key()
-    pem = pub.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
     if isinstance(pub, rsa.RSAPublicKey):
-        numbers = pub.public_numbers()
-        n = numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")
-        jwk = {"kty": "RSA", "kid": KID, "use": "sig", "n": b64url(n), "e": b64url(b"\x01\x00\x01")}
         raw = pub.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.PKCS1)
         kind = "rsa"
     elif isinstance(pub, ec.EllipticCurvePublicKey):
-        crv = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}[pub.curve.name]
-        width = (pub.curve.key_size + 7) // 8
-        numbers = pub.public_numbers()
-        jwk = {
-            "kty": "EC",
-            "kid": KID,
-            "use": "sig",
-            "crv": crv,
-            "x": b64url(numbers.x.to_bytes(width, "big")),
-            "y": b64url(numbers.y.to_bytes(width, "big")),
-        }
         raw = pub.public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
         )
         kind = "ec"
     else:
         raw = pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        jwk = {"kty": "OKP", "kid": KID, "use": "sig", "crv": "Ed25519", "x": b64url(raw)}
         kind = "okp"
     return {
         "kind": kind,
-        "pem": pem,
-        "jwk": jwk,
+        "pem": forge.spki_pem(pub).decode(),
+        "jwk": forge.jwk(pub, kid=KID, use="sig"),
         "raw_b64": base64.b64encode(raw).decode(),
         "bits": getattr(pub, "key_size", None),
         "name": name,
@@ -211,7 +158,7 @@ def build_case(name: str, alg: str, key_name: str, size: str, suite: str, keys: 
         "expired": encode(alg, key, expired),
         "not_yet_valid": encode(alg, key, immature),
         "wrong_aud": encode(alg, key, wrong_aud),
-        "tampered": tamper(valid),
+        "tampered": forge.tamper(valid),
         "wrong_key": encode(alg, other, payload),
         "unknown_kid": encode(alg, other, payload, kid="k9"),
         "malformed": f"{head}.e30*.{sig}",
@@ -223,7 +170,7 @@ def build_case(name: str, alg: str, key_name: str, size: str, suite: str, keys: 
         "key": key_name,
         "size": size,
         "payload": payload,
-        "payload_bytes": len(compact(payload)),
+        "payload_bytes": len(forge.json_bytes(payload)),
         "token_bytes": len(valid),
         "max_token_size": DEFAULT_MAX_TOKEN if len(valid) <= DEFAULT_MAX_TOKEN else BIG_MAX_TOKEN,
         "tokens": tokens,

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gc
-import json
 import os
 import platform
 import statistics
@@ -31,77 +29,41 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from fixtures import encode, forge, typical_payload
 
 from grelmicro.jwt import JWTVerifier, Key
+from grelmicro.jwt._demo import AUDIENCE, ISSUER
 
-ISS = "https://issuer.example.com/"
-AUD = "https://api.example.com"
 CALLS = 2000
-
-
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def canonical_payload(now: int) -> dict[str, Any]:
-    return {
-        "iss": ISS,
-        "sub": "user-1234567890",
-        "aud": AUD,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
-
-
-def signed(alg: str, sign: Callable[[bytes], bytes], now: int) -> bytes:
-    header = json.dumps({"alg": alg, "typ": "JWT", "kid": "k1"}, separators=(",", ":"))
-    payload = json.dumps(canonical_payload(now), separators=(",", ":"))
-    signing_input = b64url(header.encode()) + "." + b64url(payload.encode())
-    return (signing_input + "." + b64url(sign(signing_input.encode()))).encode()
 
 
 def cases(now: int) -> list[tuple[str, Key, bytes, int]]:
     """(label, key, token bytes, cache size) per case."""
-    import hashlib  # noqa: PLC0415
-    import hmac  # noqa: PLC0415
-
     secret = os.urandom(32)
-    ec_key = ec.generate_private_key(ec.SECP256R1())
-    ed_key = ed25519.Ed25519PrivateKey.generate()
+    ec_key = forge.generate("ES256")
+    ed_key = forge.generate("EdDSA")
+    payload = typical_payload(now)
 
-    def es256(data: bytes) -> bytes:
-        r, s = decode_dss_signature(ec_key.sign(data, ec.ECDSA(hashes.SHA256())))
-        return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+    def signed(alg: str, key: Any) -> bytes:
+        return encode(alg, key, payload).encode()
 
     def pem(key: Any) -> bytes:
-        out: bytes = key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        return out
+        return forge.spki_pem(key)
 
-    hs = signed("HS256", lambda d: hmac.new(secret, d, hashlib.sha256).digest(), now)
+    hs = signed("HS256", secret)
     return [
         ("HS256 cache hit", Key.secret(secret, "HS256", kid="k1"), hs, 1024),
         ("HS256 full verify", Key.secret(secret, "HS256", kid="k1"), hs, 0),
         (
             "ES256 full verify",
             Key.pem(pem(ec_key), "ES256", kid="k1"),
-            signed("ES256", es256, now),
+            signed("ES256", ec_key),
             0,
         ),
         (
             "EdDSA full verify",
             Key.pem(pem(ed_key), "EdDSA", kid="k1"),
-            signed("EdDSA", ed_key.sign, now),
+            signed("EdDSA", ed_key),
             0,
         ),
     ]
@@ -144,7 +106,9 @@ async def run(rounds: int) -> list[tuple[str, str, float, float, float]]:
     rows = []
     with ThreadPoolExecutor(max_workers=1) as pool:
         for label, key, token, cache_size in cases(now):
-            verifier = JWTVerifier(keys=[key], audience=AUD, issuer=ISS, cache_size=cache_size)
+            verifier = JWTVerifier(
+                keys=[key], audience=AUDIENCE, issuer=ISSUER, cache_size=cache_size
+            )
             assert verifier.verify(token).subject == "user-1234567890"
             timed = lanes(verifier, pool)
             samples: dict[str, list[float]] = {name: [] for name in timed}

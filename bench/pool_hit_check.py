@@ -18,45 +18,20 @@ does not install). ``python bench/pool_hit_check.py [--rounds N] [--limit X]``
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
-import hmac
-import json
 import sys
 import threading
 import time
+
+from fixtures import encode, typical_payload
 
 from grelmicro.jwt import JWTVerifier, Key
 
 SECRET = b"pool-hit-check-secret-0123456789abcdef"
 
 
-def b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def canonical_token(now: int) -> bytes:
     """The canonical benchmark token (shared/bench-token.md), HS256."""
-    header = {"alg": "HS256", "typ": "JWT", "kid": "k1"}
-    payload = {
-        "iss": "https://issuer.example.com/",
-        "sub": "user-1234567890",
-        "aud": "https://api.example.com",
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
-    head, body = (
-        b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, payload)
-    )
-    signing_input = f"{head}.{body}"
-    signature = hmac.new(SECRET, signing_input.encode(), hashlib.sha256).digest()
-    return f"{signing_input}.{b64url(signature)}".encode()
+    return encode("HS256", SECRET, typical_payload(now)).encode()
 
 
 def hit_round(verify: object, raw: bytes, calls: int) -> float:
@@ -83,13 +58,18 @@ def main() -> int:
     raw = canonical_token(int(time.time()))
     first = verifier.verify(raw.decode())  # stored by the owning (main) thread
     assert verifier.verify(raw.decode()) is first, "not a cache hit"
+    assert verifier.cache_info().size == 1
 
     go, done = threading.Semaphore(0), threading.Semaphore(0)
     pool_times: list[float] = []
     pool_hits: list[bool] = []
 
     def pool_thread() -> None:  # started after the verifier was built, like a server's pool
-        pool_hits.append(verifier.verify(raw.decode()) is first)
+        # The first call reads the shared table and builds this thread's own
+        # claims around the stored payload; the next ones are hits in the
+        # thread's view and return that same object.
+        mine = verifier.verify(raw.decode())
+        pool_hits.append(mine == first and verifier.verify(raw.decode()) is mine)
         for _ in range(opts.rounds):
             go.acquire()
             pool_times.append(hit_round(verifier.verify, raw, opts.calls))

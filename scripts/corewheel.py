@@ -33,6 +33,9 @@ from typing import Any
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
+# The one implementation of the core's source hash (standard library only).
+sys.path.append(str(ROOT / "tests"))
+import core_source  # noqa: E402
 CORE = ROOT / "grelmicro-core"
 DIST = ROOT / "dist"
 # One cargo target directory for every core build (tree and sdist, every
@@ -94,21 +97,9 @@ def fuzz_targets() -> list[str]:
     return names
 
 
-def _fnv1a(state: int, data: bytes) -> int:
-    for byte in data:
-        state ^= byte
-        state = (state * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return state
-
-
 def source_hash(src: Path = CORE / "src") -> str:
-    """The core's ``SOURCE_HASH``: FNV-1a-64 over every ``.rs`` under ``src``, as build.rs."""
-    names = sorted(path.relative_to(src).as_posix() for path in src.rglob("*.rs"))
-    state = 0xCBF29CE484222325
-    for name in names:
-        for chunk in (name.encode(), b"\0", (src / name).read_bytes(), b"\0"):
-            state = _fnv1a(state, chunk)
-    return f"{state:016x}"
+    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (tests/core_source.py)."""
+    return core_source.source_hash(src)
 
 
 def _files(base: Path, entries: Iterable[str]) -> list[Path]:

@@ -11,14 +11,18 @@ while developing).
 from __future__ import annotations
 
 import os
+import sys
 import sysconfig
 from pathlib import Path
 
-import forge
-import pytest
-from hypothesis import HealthCheck, settings
-
 REPO = Path(__file__).resolve().parents[1]
+# The one token forge lives in tests/ (it imports no product code); appended,
+# so this directory's own modules (support) come first.
+sys.path.append(str(REPO / "tests"))
+
+import forge  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 settings.register_profile(
     "security",

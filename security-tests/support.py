@@ -12,47 +12,20 @@ from typing import Any
 import forge
 import pytest
 
-from grelmicro.jwt import (
-    AlgorithmNotAllowedError,
-    Claims,
-    ExpiredTokenError,
-    InvalidAudienceError,
-    InvalidClaimError,
-    InvalidIssuerError,
-    InvalidSignatureError,
-    InvalidTokenTypeError,
-    JWTVerifier,
-    Key,
-    MalformedTokenError,
-    MissingClaimError,
-    TokenIssuedInFutureError,
-    TokenNotYetValidError,
-    TokenRejectedError,
-    TokenTooLargeError,
-    TokenTooOldError,
-    UnknownKeyError,
-    UnsupportedTokenError,
-)
+from grelmicro.jwt import Claims, JWTVerifier, Key, TokenRejectedError
+from grelmicro.jwt.errors import REASONS as PUBLIC_REASONS
 
 NOW = forge.NOW
 
-#: Every rejection reason and the one public class that carries it.
+#: Every reason a refused bearer token may carry and the one public class that
+#: carries it: the leaves of ``TokenRejectedError`` in the public table
+#: (``grelmicro.jwt.errors.REASONS``), without the DPoP proof reasons.
 REASONS: dict[str, type[TokenRejectedError]] = {
-    "malformed": MalformedTokenError,
-    "too-large": TokenTooLargeError,
-    "unsupported": UnsupportedTokenError,
-    "algorithm": AlgorithmNotAllowedError,
-    "unknown-key": UnknownKeyError,
-    "signature": InvalidSignatureError,
-    "expired": ExpiredTokenError,
-    "not-yet-valid": TokenNotYetValidError,
-    "issued-in-future": TokenIssuedInFutureError,
-    "too-old": TokenTooOldError,
-    "audience": InvalidAudienceError,
-    "issuer": InvalidIssuerError,
-    "missing-claim": MissingClaimError,
-    "invalid-claim": InvalidClaimError,
-    "type": InvalidTokenTypeError,
+    reason: cls
+    for reason, cls in PUBLIC_REASONS.items()
+    if issubclass(cls, TokenRejectedError)
+    and not cls.__subclasses__()
+    and not reason.startswith("dpop-")
 }
 
 

@@ -75,51 +75,27 @@ def test_sub_and_jti_must_be_strings(ring: forge.KeyRing, claim: str, value: Any
     reject(verifier_for(ring, "HS256"), mint(ring, "HS256", body=body), "invalid-claim")
 
 
-# (leeway, exp - now offsets accepted, offsets refused)
-EXP_BOUNDARIES = [
-    (0, [1, 0.001], [0, -0.001, -1]),
-    (30, [1, 0, -29, -29.999], [-30, -31]),
+# (claim, its refusal, leeway, claim - now offsets accepted, offsets refused)
+TIME_BOUNDARIES = [
+    # RFC 7519 §4.1.4: the token MUST NOT be accepted on or after exp.
+    ("exp", "expired", 0, [1, 0.001], [0, -0.001, -1]),
+    ("exp", "expired", 30, [1, 0, -29, -29.999], [-30, -31]),
+    ("nbf", "not-yet-valid", 0, [0, -1, -0.5], [1, 0.001]),
+    ("nbf", "not-yet-valid", 30, [30, 29.5, 0], [30.001, 31]),
+    ("iat", "issued-in-future", 0, [0, -1, -86400], [1, 0.001]),
+    ("iat", "issued-in-future", 30, [30, 29.5], [30.001, 31]),
 ]
 
 
-@pytest.mark.parametrize(("leeway", "ok", "bad"), EXP_BOUNDARIES)
-def test_exp_boundary(
-    ring: forge.KeyRing, leeway: float, ok: list[float], bad: list[float]
-) -> None:
-    # RFC 7519 §4.1.4: the token MUST NOT be accepted on or after exp.
-    verifier = verifier_for(ring, "HS256", leeway=leeway)
-    for offset in ok:
-        accept(verifier, mint(ring, "HS256", body=payload(exp=NOW + offset)))
-    for offset in bad:
-        reject(verifier, mint(ring, "HS256", body=payload(exp=NOW + offset)), "expired")
-
-
-@pytest.mark.parametrize(
-    ("leeway", "ok", "bad"),
-    [(0, [0, -1, -0.5], [1, 0.001]), (30, [30, 29.5, 0], [30.001, 31])],
-)
-def test_nbf_boundary(
-    ring: forge.KeyRing, leeway: float, ok: list[float], bad: list[float]
+@pytest.mark.parametrize(("claim", "reason", "leeway", "ok", "bad"), TIME_BOUNDARIES)
+def test_time_claim_boundary(
+    ring: forge.KeyRing, claim: str, reason: str, leeway: float, ok: list[float], bad: list[float]
 ) -> None:
     verifier = verifier_for(ring, "HS256", leeway=leeway)
     for offset in ok:
-        accept(verifier, mint(ring, "HS256", body=payload(nbf=NOW + offset)))
+        accept(verifier, mint(ring, "HS256", body=payload(**{claim: NOW + offset})))
     for offset in bad:
-        reject(verifier, mint(ring, "HS256", body=payload(nbf=NOW + offset)), "not-yet-valid")
-
-
-@pytest.mark.parametrize(
-    ("leeway", "ok", "bad"),
-    [(0, [0, -1, -86400], [1, 0.001]), (30, [30, 29.5], [30.001, 31])],
-)
-def test_iat_boundary(
-    ring: forge.KeyRing, leeway: float, ok: list[float], bad: list[float]
-) -> None:
-    verifier = verifier_for(ring, "HS256", leeway=leeway)
-    for offset in ok:
-        accept(verifier, mint(ring, "HS256", body=payload(iat=NOW + offset)))
-    for offset in bad:
-        reject(verifier, mint(ring, "HS256", body=payload(iat=NOW + offset)), "issued-in-future")
+        reject(verifier, mint(ring, "HS256", body=payload(**{claim: NOW + offset})), reason)
 
 
 @pytest.mark.parametrize(("leeway", "limit"), [(0, 600), (30, 630)])

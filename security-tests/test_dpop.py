@@ -15,7 +15,6 @@ token itself), CVE-2015-9235 (HS/RS confusion).
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 import forge
@@ -44,22 +43,10 @@ RING = forge.KeyRing()
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_."
 
 
-def thumbprint(jwk: dict[str, Any]) -> str:
-    """RFC 7638 §3, written out: required members, sorted, no whitespace, SHA-256."""
-    names = {"RSA": ("e", "kty", "n"), "EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x")}
-    members = {name: jwk[name] for name in names[jwk["kty"]]}
-    text = json.dumps(members, sort_keys=True, separators=(",", ":"))
-    return forge.b64url(hashlib.sha256(text.encode()).digest())
-
-
-def ath(token: str) -> str:
-    return forge.b64url(hashlib.sha256(token.encode("ascii")).digest())
-
-
 CLIENT_JWK = forge.jwk(RING.p256.public_key())
 TOKEN = forge.mint(
     {"alg": "HS256", "typ": "at+jwt"},
-    support.payload(cnf={"jkt": thumbprint(CLIENT_JWK)}),
+    support.payload(cnf={"jkt": forge.thumbprint(CLIENT_JWK)}),
     ISSUER_SECRET,
 )
 
@@ -74,7 +61,13 @@ def proof(
     """A proof signed with ``key`` (the client's P-256 key by default)."""
     head: dict[str, Any] = {"typ": "dpop+jwt", "alg": "ES256", "jwk": CLIENT_JWK}
     head.update(header or {})
-    claims: dict[str, Any] = {"jti": "j-1", "htm": "GET", "htu": URI, "iat": NOW, "ath": ath(TOKEN)}
+    claims: dict[str, Any] = {
+        "jti": "j-1",
+        "htm": "GET",
+        "htu": URI,
+        "iat": NOW,
+        "ath": forge.ath(TOKEN),
+    }
     claims.update(body or {})
     head = {name: value for name, value in head.items() if value is not None}
     claims = {name: value for name, value in claims.items() if value is not None}
@@ -188,7 +181,7 @@ def test_the_jwk_header_key_never_verifies_the_access_token():
     """An access token carrying its own jwk header is not trusted for it (CVE-2018-0114)."""
     forged = forge.mint(
         {"alg": "ES256", "typ": "at+jwt", "jwk": CLIENT_JWK},
-        support.payload(cnf={"jkt": thumbprint(CLIENT_JWK)}),
+        support.payload(cnf={"jkt": forge.thumbprint(CLIENT_JWK)}),
         RING.p256,
     )
     verifier = JWTVerifier([Key.secret(ISSUER_SECRET, "HS256")], cache_size=0)
@@ -227,11 +220,11 @@ def test_the_small_order_ed25519_forgery_does_not_verify():
     identity = {"kty": "OKP", "crv": "Ed25519", "x": forge.b64url(b"\x01" + bytes(31))}
     text = forge.unsigned(
         {"typ": "dpop+jwt", "alg": "EdDSA", "jwk": identity},
-        {"jti": "z", "htm": "GET", "htu": URI, "iat": NOW, "ath": ath(TOKEN)},
+        {"jti": "z", "htm": "GET", "htu": URI, "iat": NOW, "ath": forge.ath(TOKEN)},
         b"\x01" + bytes(63),
     )
     token = forge.mint(
-        {"alg": "HS256"}, support.payload(cnf={"jkt": thumbprint(identity)}), ISSUER_SECRET
+        {"alg": "HS256"}, support.payload(cnf={"jkt": forge.thumbprint(identity)}), ISSUER_SECRET
     )
     refused(text, DPoPProofError, "jwk", token=token)
 
@@ -243,7 +236,7 @@ def test_the_small_order_ed25519_forgery_does_not_verify():
 def test_unsecured_proofs(alg: str):
     text = forge.unsigned(
         {"typ": "dpop+jwt", "alg": alg, "jwk": CLIENT_JWK},
-        {"jti": "n", "htm": "GET", "htu": URI, "iat": NOW, "ath": ath(TOKEN)},
+        {"jti": "n", "htm": "GET", "htu": URI, "iat": NOW, "ath": forge.ath(TOKEN)},
     )
     refused(text, DPoPProofError, None)
 
@@ -307,11 +300,11 @@ def test_a_replay_after_the_window_is_refused_by_its_age():
 @pytest.mark.parametrize(
     "value",
     [
-        ath(TOKEN) + "=",  # padded
+        forge.ath(TOKEN) + "=",  # padded
         hashlib.sha256(TOKEN.encode()).hexdigest(),  # hex, not base64url
         forge.b64url(hashlib.sha256(("Bearer " + TOKEN).encode()).digest()),
         forge.b64url(hashlib.sha384(TOKEN.encode()).digest()),
-        ath(TOKEN).upper(),
+        forge.ath(TOKEN).upper(),
         "",
         None,
     ],
@@ -323,7 +316,7 @@ def test_ath_mismatch(value: str | None):
 def test_a_proof_for_another_token_of_the_same_key():
     other = forge.mint(
         {"alg": "HS256"},
-        support.payload(sub="user-2", cnf={"jkt": thumbprint(CLIENT_JWK)}),
+        support.payload(sub="user-2", cnf={"jkt": forge.thumbprint(CLIENT_JWK)}),
         ISSUER_SECRET,
     )
     refused(proof(), DPoPProofError, "ath", token=other)
@@ -359,7 +352,7 @@ def test_proofs_outside_their_window(iat: float):
 @pytest.mark.parametrize("cnf", [{"jkt": None}, {}, {"x5t#S256": "abc"}])
 def test_an_unbound_token_cannot_ride_on_a_proof(cnf: dict[str, Any]):
     token = forge.mint({"alg": "HS256"}, support.payload(cnf=cnf), ISSUER_SECRET)
-    text = proof({}, {"ath": ath(token)})
+    text = proof({}, {"ath": forge.ath(token)})
     refused(text, DPoPBindingError, "unbound", token=token)
 
 

@@ -35,16 +35,6 @@ from grelmicro.jwt import InvalidKeyError, JWTVerifier, Key
 Render = Callable[[forge.KeyRing], bytes]
 
 
-def _public(ring: forge.KeyRing, family: str) -> Any:
-    return {
-        "RSA": ring.rsa,
-        "P-256": ring.p256,
-        "P-384": ring.p384,
-        "secp256k1": ring.k256,
-        "Ed25519": ring.ed25519,
-    }[family].public_key()
-
-
 def _private(ring: forge.KeyRing, family: str) -> Any:
     return {
         "RSA": ring.rsa,
@@ -53,6 +43,10 @@ def _private(ring: forge.KeyRing, family: str) -> Any:
         "secp256k1": ring.k256,
         "Ed25519": ring.ed25519,
     }[family]
+
+
+def _public(ring: forge.KeyRing, family: str) -> Any:
+    return _private(ring, family).public_key()
 
 
 ALG_OF = {"RSA": "RS256", "P-256": "ES256", "Ed25519": "EdDSA"}

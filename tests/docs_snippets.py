@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import base64
 import hashlib
 import hmac
 import inspect
-import json
 import re
 import sys
 import time
@@ -47,6 +45,9 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from grelmicro.jwt._demo import b64url, canonical_payload
+from grelmicro.jwt._demo import mint as demo_mint
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,12 +122,8 @@ def _skip_reason(lines: list[str], fence: int) -> str | None:
 # -- the fixture -------------------------------------------------------------------
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _int_b64(value: int) -> str:
-    return _b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+    return b64url(value.to_bytes((value.bit_length() + 7) // 8, "big"))
 
 
 def fixture(page: str) -> dict[str, Any]:
@@ -173,27 +170,9 @@ def fixture(page: str) -> dict[str, Any]:
         header: dict[str, Any] = {"alg": alg, "typ": "JWT"}
         if kid is not None:
             header["kid"] = kid
-        payload: dict[str, Any] = {
-            "iss": ISSUER,
-            "sub": "user-1234567890",
-            "aud": AUDIENCE,
-            "iat": now,
-            "nbf": now,
-            "exp": now + 3600,
-            "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-            "scope": "read:items write:items",
-            "email": "jane.doe@example.com",
-            "name": "Jane Doe",
-            "roles": ["admin", "user"],
-        }
-        payload.update(claims)
+        payload = {**canonical_payload(now), "iss": ISSUER, "aud": AUDIENCE, **claims}
         payload = {name: value for name, value in payload.items() if value is not None}
-        signing_input = (
-            _b64url(json.dumps(header, separators=(",", ":")).encode())
-            + "."
-            + _b64url(json.dumps(payload, separators=(",", ":")).encode())
-        )
-        return signing_input + "." + _b64url(sign(alg, signing_input.encode("ascii")))
+        return demo_mint(header, payload, lambda data: sign(alg, data))
 
     numbers = rsa_key.public_key().public_numbers()
     jwks = {

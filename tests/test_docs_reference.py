@@ -67,7 +67,42 @@ def test_jwtverifier_parameter_table_matches_the_signature() -> None:
     text = (REFERENCE / "jwt.md").read_text(encoding="utf-8")
     table = text.split("## `JWTVerifier` parameters", 1)[1].split(":::", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    # ``**settings`` stands for the keys of JWTSettings (the config's fields).
     parameters = [
-        name for name in inspect.signature(grelmicro.jwt.JWTVerifier).parameters if name != "self"
+        name
+        for parameter in inspect.signature(grelmicro.jwt.JWTVerifier).parameters.values()
+        for name in (
+            list(grelmicro.jwt.JWTSettings.__annotations__)
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD
+            else [parameter.name]
+        )
     ]
     assert rows == parameters
+
+
+@pytest.mark.parametrize("page", ["guide.md", "errors.md"])
+def test_the_reason_tables_are_the_reasons_table(page: str) -> None:
+    # Every reason a caller can meet is listed once, with its class and the
+    # HTTP answer its family gives; only the two roots are never raised.
+    from grelmicro.jwt.errors import (  # noqa: PLC0415
+        REASONS,
+        JWTError,
+        KeysUnavailableError,
+        TokenRejectedError,
+    )
+
+    text = (REFERENCE.parent / page).read_text(encoding="utf-8")
+    table = re.split(r"^\| class \| `?reason`? \|.*$", text, maxsplit=1, flags=re.MULTILINE)[1]
+    table = table.split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| `([a-z-]+)`.*\| ([^|]+) \|$", table, re.MULTILINE)
+    answers = {TokenRejectedError: "401", KeysUnavailableError: "503"}
+    raised = set(REASONS) - {JWTError.reason, TokenRejectedError.reason}
+
+    assert sorted(reason for _, reason, _ in rows) == sorted(raised)
+    for name, reason, answer in rows:
+        cls = REASONS[reason]
+        assert cls.__name__ == name
+        expected = next(
+            (code for base, code in answers.items() if issubclass(cls, base)), "build time"
+        )
+        assert answer.startswith(expected), name

@@ -159,4 +159,8 @@ def mistakes_mypy_catches(secret: bytes) -> None:
     Key.secret(secret, "hs256")  # type: ignore[arg-type]
     JWTVerifier([Key.secret(secret)], algorithms=["HS257"])  # type: ignore[list-item]
     JWTVerifier([Key.secret(secret)], cache_key="sha")  # type: ignore[arg-type]
+    # The setting keywords come from JWTSettings: a misspelt one or a wrong
+    # type is still an error, as with a hand-written signature.
+    JWTVerifier([Key.secret(secret)], leewy=5)  # type: ignore[call-arg]
+    JWTVerifier([Key.secret(secret)], leeway="5")  # type: ignore[arg-type]
     JWTVerifier([Key.secret(secret)], leeway=timedelta(seconds=5), algorithms="HS256")

@@ -18,6 +18,7 @@
 use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Expired entries drained from the front per store, at most.
@@ -29,9 +30,101 @@ struct Entry<V> {
     stored_at: f64,
 }
 
-struct Table<V> {
+/// The map and its insertion order: one bounded FIFO table. The shared
+/// [`Cache`] keeps one behind a lock; a thread may keep one of its own
+/// (a [`Table`] used directly) as a read view that needs no lock at all.
+pub struct Table<V> {
     map: HashMap<Box<[u8]>, Entry<V>, TailHash>,
     order: VecDeque<Box<[u8]>>,
+    max_size: usize,
+}
+
+impl<V> Table<V> {
+    /// An empty table holding at most `max_size` entries (at least one).
+    pub fn new(max_size: usize) -> Self {
+        Table {
+            map: HashMap::default(),
+            order: VecDeque::new(),
+            max_size: max_size.max(1),
+        }
+    }
+
+    /// The value under `key` with its `(deadline, stored_at)`, if it is
+    /// valid at `now` (`stored_at <= now < deadline`).
+    pub fn get(&self, key: &[u8], now: f64) -> Option<(&V, f64, f64)> {
+        let entry = self.map.get(key)?;
+        (entry.stored_at <= now && now < entry.deadline)
+            .then_some((&entry.value, entry.deadline, entry.stored_at))
+    }
+
+    /// Stores `value` under `key` for `stored_at <= now < deadline`. Returns
+    /// the values that left the table (evicted, replaced, or `value` itself
+    /// when its deadline has already passed at `now`), for the caller to
+    /// drop once nothing is borrowed.
+    pub fn insert(
+        &mut self,
+        key: &[u8],
+        value: V,
+        deadline: f64,
+        stored_at: f64,
+        now: f64,
+    ) -> Vec<V> {
+        let mut gone = Vec::new();
+        if deadline.is_nan() || deadline <= now {
+            gone.push(value);
+            return gone;
+        }
+        let Table {
+            map,
+            order,
+            max_size,
+        } = self;
+        for _ in 0..DRAIN {
+            let Some(front) = order.front() else { break };
+            if map.get(front).is_some_and(|e| e.deadline > now) {
+                break;
+            }
+            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
+                gone.push(old.value);
+            }
+        }
+        while order.len() >= *max_size {
+            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
+                gone.push(old.value);
+            }
+        }
+        let entry = Entry {
+            value,
+            deadline,
+            stored_at,
+        };
+        if let Some(slot) = map.get_mut(key) {
+            // Stored again after its entry was drained from the order by a
+            // racing store: refresh it in place, keep its one order slot.
+            gone.push(std::mem::replace(slot, entry).value);
+        } else {
+            let key: Box<[u8]> = key.into();
+            order.push_back(key.clone());
+            map.insert(key, entry);
+        }
+        gone
+    }
+
+    /// Removes every entry; returns the values for the caller to drop.
+    pub fn clear(&mut self) -> Vec<V> {
+        self.order.clear();
+        self.map.drain().map(|(_, e)| e.value).collect()
+    }
+
+    /// Entries stored.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
 }
 
 /// Bytes of a key that go into its hash: the last ones. A digest is hashed
@@ -73,17 +166,17 @@ impl Hasher for TailHasher {
 pub struct Cache<V> {
     table: RwLock<Table<V>>,
     max_size: usize,
+    /// Bumped by [`Cache::clear`], so per-thread views know to drop theirs.
+    generation: AtomicU64,
 }
 
 impl<V> Cache<V> {
     /// An empty cache holding at most `max_size` entries (at least one).
     pub fn new(max_size: usize) -> Self {
         Cache {
-            table: RwLock::new(Table {
-                map: HashMap::default(),
-                order: VecDeque::new(),
-            }),
+            table: RwLock::new(Table::new(max_size)),
             max_size: max_size.max(1),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -98,57 +191,22 @@ impl<V> Cache<V> {
     }
 
     /// The value stored under `key` if it is valid at `now`, passed through
-    /// `read` (which must be quick: it runs under the read lock).
-    pub fn get<R>(&self, key: &[u8], now: f64, read: impl FnOnce(&V) -> R) -> Option<R> {
+    /// `read` with its `(deadline, stored_at)` (`read` must be quick: it
+    /// runs under the read lock).
+    pub fn get<R>(&self, key: &[u8], now: f64, read: impl FnOnce(&V, f64, f64) -> R) -> Option<R> {
         let table = self.read();
-        let entry = table.map.get(key)?;
-        if entry.stored_at <= now && now < entry.deadline {
-            Some(read(&entry.value))
-        } else {
-            None
-        }
+        let (value, deadline, stored_at) = table.get(key, now)?;
+        Some(read(value, deadline, stored_at))
     }
 
     /// Stores `value` under `key` until `deadline`. Returns the values that
     /// left the cache (evicted, replaced, or `value` itself when its deadline
     /// has already passed), for the caller to drop after the lock is released.
     pub fn insert(&self, key: &[u8], value: V, deadline: f64, now: f64) -> Vec<V> {
-        let mut gone = Vec::new();
         if deadline.is_nan() || deadline <= now {
-            gone.push(value);
-            return gone;
+            return vec![value];
         }
-        let mut table = self.write();
-        let Table { map, order } = &mut *table;
-        for _ in 0..DRAIN {
-            let Some(front) = order.front() else { break };
-            if map.get(front).is_some_and(|e| e.deadline > now) {
-                break;
-            }
-            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
-                gone.push(old.value);
-            }
-        }
-        while order.len() >= self.max_size {
-            if let Some(old) = order.pop_front().and_then(|k| map.remove(&k)) {
-                gone.push(old.value);
-            }
-        }
-        let entry = Entry {
-            value,
-            deadline,
-            stored_at: now,
-        };
-        if let Some(slot) = map.get_mut(key) {
-            // Stored again after its entry was drained from the order by a
-            // racing store: refresh it in place, keep its one order slot.
-            gone.push(std::mem::replace(slot, entry).value);
-        } else {
-            let key: Box<[u8]> = key.into();
-            order.push_back(key.clone());
-            map.insert(key, entry);
-        }
-        gone
+        self.write().insert(key, value, deadline, now, now)
     }
 
     /// For inspection (tests, diagnostics): `read(value, deadline, stored_at)`
@@ -170,16 +228,23 @@ impl<V> Cache<V> {
             .collect()
     }
 
-    /// Removes every entry; returns the values for the caller to drop.
+    /// Removes every entry and bumps the generation; returns the values for
+    /// the caller to drop.
     pub fn clear(&self) -> Vec<V> {
-        let mut table = self.write();
-        table.order.clear();
-        table.map.drain().map(|(_, e)| e.value).collect()
+        let gone = self.write().clear();
+        self.generation.fetch_add(1, Ordering::Release);
+        gone
+    }
+
+    /// How many times the cache was cleared: a view taken at another
+    /// generation is stale.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Entries stored.
     pub fn len(&self) -> usize {
-        self.read().map.len()
+        self.read().len()
     }
 
     /// Whether nothing is stored.
@@ -200,22 +265,22 @@ impl<V> Cache<V> {
 
 #[cfg(test)]
 mod tests {
-    use super::Cache;
+    use super::{Cache, Table};
     use std::sync::Arc;
 
     #[test]
     fn hit_only_inside_the_window() {
         let cache = Cache::new(4);
         assert!(cache.insert(b"k", 7, 20.0, 10.0).is_empty());
-        assert_eq!(cache.get(b"k", 10.0, |v| *v), Some(7));
-        assert_eq!(cache.get(b"k", 19.9, |v| *v), Some(7));
-        assert_eq!(cache.get(b"k", 20.0, |v| *v), None, "deadline is exclusive");
+        assert_eq!(cache.get(b"k", 10.0, |v, _, _| *v), Some(7));
+        assert_eq!(cache.get(b"k", 19.9, |v, _, _| *v), Some(7));
+        assert_eq!(cache.get(b"k", 20.0, |v, _, _| *v), None, "deadline is exclusive");
         assert_eq!(
-            cache.get(b"k", 9.0, |v| *v),
+            cache.get(b"k", 9.0, |v, _, _| *v),
             None,
             "a clock gone back misses"
         );
-        assert_eq!(cache.get(b"other", 10.0, |v| *v), None);
+        assert_eq!(cache.get(b"other", 10.0, |v, _, _| *v), None);
     }
 
     #[test]
@@ -233,9 +298,9 @@ mod tests {
             cache.insert(&[i], i, 100.0, 1.0);
             assert!(cache.len() <= 3 && cache.order_len() <= 3);
         }
-        assert_eq!(cache.get(&[6], 2.0, |v| *v), None);
-        assert_eq!(cache.get(&[7], 2.0, |v| *v), Some(7));
-        assert_eq!(cache.get(&[9], 2.0, |v| *v), Some(9));
+        assert_eq!(cache.get(&[6], 2.0, |v, _, _| *v), None);
+        assert_eq!(cache.get(&[7], 2.0, |v, _, _| *v), Some(7));
+        assert_eq!(cache.get(&[9], 2.0, |v, _, _| *v), Some(9));
     }
 
     #[test]
@@ -245,7 +310,7 @@ mod tests {
         cache.insert(b"live", 2, 100.0, 1.0);
         // At 6.0 "old" has expired: the next store drains it, "live" stays.
         assert_eq!(cache.insert(b"new", 3, 100.0, 6.0), vec![1]);
-        assert_eq!(cache.get(b"live", 6.0, |v| *v), Some(2));
+        assert_eq!(cache.get(b"live", 6.0, |v, _, _| *v), Some(2));
         assert_eq!(cache.len(), 2);
     }
 
@@ -254,8 +319,31 @@ mod tests {
         let cache = Cache::new(3);
         cache.insert(b"k", 1, 50.0, 1.0);
         assert_eq!(cache.insert(b"k", 2, 60.0, 2.0), vec![1]);
-        assert_eq!(cache.get(b"k", 55.0, |v| *v), Some(2));
+        assert_eq!(cache.get(b"k", 55.0, |v, _, _| *v), Some(2));
         assert_eq!((cache.len(), cache.order_len()), (1, 1));
+    }
+
+    #[test]
+    fn a_thread_view_is_a_table_without_a_lock() {
+        let mut view = Table::new(2);
+        assert!(view.insert(b"a", 1, 50.0, 5.0, 10.0).is_empty());
+        assert_eq!(view.get(b"a", 4.0), None, "before it was stored");
+        assert_eq!(view.get(b"a", 10.0).map(|(v, d, s)| (*v, d, s)), Some((1, 50.0, 5.0)));
+        view.insert(b"b", 2, 50.0, 10.0, 10.0);
+        assert_eq!(view.insert(b"c", 3, 50.0, 10.0, 10.0), vec![1]);
+        assert_eq!(view.len(), 2);
+        let mut gone = view.clear();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![2, 3]);
+    }
+
+    #[test]
+    fn clear_bumps_the_generation() {
+        let cache = Cache::new(3);
+        cache.insert(b"a", 1, 50.0, 1.0);
+        assert_eq!(cache.generation(), 0);
+        cache.clear();
+        assert_eq!(cache.generation(), 1);
     }
 
     #[test]
@@ -277,9 +365,9 @@ mod tests {
         let b = [b"b".as_slice(), &tail].concat();
         cache.insert(&a, 1, 50.0, 1.0);
         cache.insert(&b, 2, 50.0, 1.0);
-        assert_eq!(cache.get(&a, 2.0, |v| *v), Some(1));
-        assert_eq!(cache.get(&b, 2.0, |v| *v), Some(2));
-        assert_eq!(cache.get(&tail, 2.0, |v| *v), None);
+        assert_eq!(cache.get(&a, 2.0, |v, _, _| *v), Some(1));
+        assert_eq!(cache.get(&b, 2.0, |v, _, _| *v), Some(2));
+        assert_eq!(cache.get(&tail, 2.0, |v, _, _| *v), None);
     }
 
     #[test]
@@ -292,7 +380,7 @@ mod tests {
                     for i in 0..5_000u32 {
                         let id = (t * 7 + i) % 200;
                         let key = id.to_le_bytes();
-                        if let Some(v) = cache.get(&key, 1.0, |v| *v) {
+                        if let Some(v) = cache.get(&key, 1.0, |v, _, _| *v) {
                             assert_eq!(v, id);
                         } else {
                             cache.insert(&key, id, 100.0, 1.0);

@@ -27,6 +27,8 @@ struct Seen {
     iat: f64,
     issuer_ok: bool,
     audience_ok: bool,
+    /// `azp`, when the policy names parties: `None` absent, else whether it is one.
+    azp: Option<bool>,
 }
 
 /// `name` is always a registered claim name, never text from the token.
@@ -135,6 +137,7 @@ pub fn decode<B: Builder>(
     let mut name = jiter.known_object().map_err(|e| parse_error(&e))?;
     while let Some(text) = name {
         let slot = REGISTERED.iter().position(|r| *r == text);
+        let is_azp = slot.is_none() && !policy.azp.is_empty() && text == "azp";
         if slot.is_none() && !policy.required_other.is_empty() {
             if let Some(index) = policy.required_other.iter().position(|r| r == text) {
                 seen.other_present |= 1 << index;
@@ -168,6 +171,11 @@ pub fn decode<B: Builder>(
             }
             Some(index) => {
                 let text = string_value(&mut jiter, REGISTERED[index])?;
+                builder.string(text)?
+            }
+            None if is_azp => {
+                let text = string_value(&mut jiter, "azp")?;
+                seen.azp = Some(policy.azp.iter().any(|party| party == text));
                 builder.string(text)?
             }
             None => {
@@ -314,6 +322,16 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
                 Error::new(ErrorKind::Audience, "token audience does not match")
                     .detail("expected", Detail::Texts(policy.audiences.clone())),
             );
+        }
+    }
+    if !policy.azp.is_empty() {
+        match seen.azp {
+            None => return Err(missing_claim("azp")),
+            Some(false) => {
+                return Err(invalid("azp", "one of the accepted authorized parties")
+                    .detail("expected", Detail::Texts(policy.azp.clone())))
+            }
+            Some(true) => {}
         }
     }
     Ok(())

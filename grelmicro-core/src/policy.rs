@@ -12,11 +12,76 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 /// Registered claims that can be listed as required.
 pub(crate) const REGISTERED: [&str; 7] = ["exp", "nbf", "iat", "iss", "aud", "sub", "jti"];
 
+/// The allowed range of one numeric option.
+struct Limit {
+    field: &'static str,
+    min: f64,
+    /// Whether `min` itself is allowed (`max` always is).
+    min_allowed: bool,
+    max: f64,
+    /// How the message describes an allowed value.
+    expected: &'static str,
+}
+
+/// The one table of numeric limits: every range an option has is here, and
+/// nowhere else (the Python config only checks types). A refusal names the
+/// field and the range, never the value given.
+const LIMITS: [Limit; 4] = [
+    Limit {
+        field: "leeway",
+        min: 0.0,
+        min_allowed: true,
+        max: 3600.0,
+        expected: "a finite number of seconds between 0 and 3600",
+    },
+    Limit {
+        field: "max_age",
+        min: 0.0,
+        min_allowed: false,
+        max: f64::MAX,
+        expected: "a positive finite number of seconds",
+    },
+    Limit {
+        field: "max_token_size",
+        min: 16.0,
+        min_allowed: true,
+        max: (1 << 20) as f64,
+        expected: "between 16 and 1048576 bytes",
+    },
+    Limit {
+        field: "max_depth",
+        min: 2.0,
+        min_allowed: true,
+        max: 512.0,
+        expected: "between 2 and 512",
+    },
+];
+
+/// Checks `value` against the `field` row of [`LIMITS`] (a NaN fails).
+fn within(field: &str, value: f64) -> Result<()> {
+    let limit = LIMITS
+        .iter()
+        .find(|limit| limit.field == field)
+        .expect("every ranged option has a row in LIMITS");
+    let above_min = if limit.min_allowed {
+        value >= limit.min
+    } else {
+        value > limit.min
+    };
+    if above_min && value <= limit.max {
+        Ok(())
+    } else {
+        Err(config(format!("{field} must be {}", limit.expected)))
+    }
+}
+
 /// A validated verification policy.
 #[derive(Clone, Debug)]
 pub struct Policy {
     pub(crate) audiences: Vec<String>,
     pub(crate) issuers: Vec<String>,
+    /// Accepted authorized parties (`azp`, OIDC Core §2); empty: not checked.
+    pub(crate) azp: Vec<String>,
     /// `None`: the algorithms of the configured keys.
     pub(crate) algorithms: Option<u32>,
     pub(crate) leeway: f64,
@@ -32,16 +97,35 @@ pub struct Policy {
 }
 
 /// Everything a policy can be built from.
+///
+/// With the `python` feature this is also the keyword list of the Python
+/// `Policy(...)`: the defaults below become a dict, the caller's keywords
+/// update it, and the dict is read back (an unknown keyword is refused). A
+/// new option is a field here, its check in [`Policy::new`], and its field
+/// in the Python config.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject, pyo3::IntoPyObject))]
+#[cfg_attr(feature = "python", pyo3(from_item_all))]
 pub struct PolicyOptions {
+    #[cfg_attr(feature = "python", pyo3(item("audience")))]
     pub audiences: Vec<String>,
+    #[cfg_attr(feature = "python", pyo3(item("issuer")))]
     pub issuers: Vec<String>,
+    pub azp: Vec<String>,
     pub algorithms: Option<Vec<String>>,
     pub leeway: f64,
     pub required: Vec<String>,
     pub typ: Option<String>,
     pub max_age: Option<f64>,
+    #[cfg_attr(
+        feature = "python",
+        pyo3(from_py_with = saturating_usize)
+    )]
     pub max_token_size: usize,
+    #[cfg_attr(
+        feature = "python",
+        pyo3(from_py_with = saturating_usize)
+    )]
     pub max_depth: usize,
 }
 
@@ -50,6 +134,7 @@ impl Default for PolicyOptions {
         PolicyOptions {
             audiences: Vec::new(),
             issuers: Vec::new(),
+            azp: Vec::new(),
             algorithms: None,
             leeway: 0.0,
             required: vec!["exp".to_owned()],
@@ -63,6 +148,40 @@ impl Default for PolicyOptions {
 
 fn config(message: String) -> Error {
     Error::with(ErrorKind::InvalidConfig, message)
+}
+
+/// An allowed algorithm name; a refusal names the field, and the right
+/// spelling when only the case is wrong (never the name given: a secret
+/// passed in its place by mistake must not reach a message or a log).
+fn parse_algorithm(name: &str) -> Result<Algorithm> {
+    Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
+        let hint = Algorithm::ALL
+            .iter()
+            .find(|known| known.name().eq_ignore_ascii_case(name))
+            .map(|known| {
+                format!(
+                    " (names are case-sensitive; did you mean {}?)",
+                    known.name()
+                )
+            })
+            .unwrap_or_default();
+        config(format!(
+            "algorithms holds an unknown or unsupported algorithm{hint}; expected {}",
+            Algorithm::ALL.map(Algorithm::name).join(", ")
+        ))
+    })
+}
+
+/// A Python int as a `usize` for a ranged option: out-of-range values
+/// saturate, so the range check of [`LIMITS`] refuses them by name.
+#[cfg(feature = "python")]
+fn saturating_usize(value: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<usize> {
+    use pyo3::types::{PyAnyMethods, PyInt};
+    match value.extract::<usize>() {
+        Ok(number) => Ok(number),
+        Err(err) if !value.is_instance_of::<PyInt>() => Err(err),
+        Err(_) => Ok(if value.lt(0)? { 0 } else { usize::MAX }),
+    }
 }
 
 /// Normalises a media type for `typ` comparison (RFC 7515 §4.1.9).
@@ -79,6 +198,7 @@ impl Policy {
         for (field, values) in [
             ("audience", &options.audiences),
             ("issuer", &options.issuers),
+            ("azp", &options.azp),
         ] {
             if values.iter().any(String::is_empty) {
                 return Err(config(format!("{field} values must be non-empty strings")));
@@ -92,16 +212,12 @@ impl Policy {
                 }
                 let mut bits = 0;
                 for name in names {
-                    bits |= algorithm_bit(Algorithm::parse_config(name)?);
+                    bits |= algorithm_bit(parse_algorithm(name)?);
                 }
                 Some(bits)
             }
         };
-        if !options.leeway.is_finite() || options.leeway < 0.0 {
-            return Err(config(
-                "leeway must be a finite number of seconds >= 0".to_owned(),
-            ));
-        }
+        within("leeway", options.leeway)?;
         let mut required_registered = 0u8;
         let mut required_other = Vec::new();
         for name in &options.required {
@@ -123,11 +239,7 @@ impl Policy {
             ));
         }
         if let Some(age) = options.max_age {
-            if !age.is_finite() || age <= 0.0 {
-                return Err(config(
-                    "max_age must be a positive number of seconds".to_owned(),
-                ));
-            }
+            within("max_age", age)?;
             required_registered |= 1 << 2; // a maximum age needs iat
         }
         if let Some(typ) = &options.typ {
@@ -135,17 +247,12 @@ impl Policy {
                 return Err(config("typ must be a non-empty string".to_owned()));
             }
         }
-        if !(16..=1 << 20).contains(&options.max_token_size) {
-            return Err(config(
-                "max_token_size must be between 16 and 1048576 bytes".to_owned(),
-            ));
-        }
-        if !(2..=512).contains(&options.max_depth) {
-            return Err(config("max_depth must be between 2 and 512".to_owned()));
-        }
+        within("max_token_size", options.max_token_size as f64)?;
+        within("max_depth", options.max_depth as f64)?;
         Ok(Policy {
             audiences: options.audiences,
             issuers: options.issuers,
+            azp: options.azp,
             algorithms,
             leeway: options.leeway,
             required_registered,
@@ -279,6 +386,115 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::InvalidConfig);
             assert!(err.message().contains(field), "{}", err.message());
         }
+    }
+
+    #[test]
+    fn limits_hold_at_their_bounds_and_refuse_past_them() {
+        type Edit = fn(&mut PolicyOptions);
+        let build = |edit: Edit| {
+            let mut options = PolicyOptions::default();
+            edit(&mut options);
+            Policy::new(options)
+        };
+        let accepted: [Edit; 6] = [
+            |o| o.leeway = 0.0,
+            |o| o.leeway = 3600.0,
+            |o| o.max_age = Some(f64::MIN_POSITIVE),
+            |o| o.max_token_size = 16,
+            |o| o.max_token_size = 1 << 20,
+            |o| o.max_depth = 512,
+        ];
+        for edit in accepted {
+            assert!(build(edit).is_ok());
+        }
+        let refused: [(Edit, &str, &str); 8] = [
+            (|o| o.leeway = 3600.5, "leeway", "3600.5"),
+            (|o| o.leeway = f64::INFINITY, "leeway", "inf"),
+            (|o| o.max_age = Some(-2.5), "max_age", "-2.5"),
+            (|o| o.max_age = Some(f64::INFINITY), "max_age", "inf"),
+            (|o| o.max_age = Some(f64::NAN), "max_age", "NaN"),
+            (
+                |o| o.max_token_size = (1 << 20) + 1,
+                "max_token_size",
+                "1048577",
+            ),
+            (
+                |o| o.max_token_size = usize::MAX,
+                "max_token_size",
+                "18446744073709551615",
+            ),
+            (|o| o.max_depth = 513, "max_depth", "513"),
+        ];
+        for (edit, field, value) in refused {
+            let err = build(edit).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+            assert!(err.message().starts_with(field), "{}", err.message());
+            assert!(!err.message().contains(value), "{}", err.message());
+        }
+    }
+
+    #[test]
+    fn an_unknown_algorithm_is_named_by_its_right_case_never_echoed() {
+        let refuse = |name: &str| {
+            Policy::new(PolicyOptions {
+                algorithms: Some(vec![name.to_owned()]),
+                ..Default::default()
+            })
+            .unwrap_err()
+        };
+        let err = refuse("es256k");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(
+            err.message().starts_with("algorithms "),
+            "{}",
+            err.message()
+        );
+        assert!(
+            err.message().contains("did you mean ES256K?"),
+            "{}",
+            err.message()
+        );
+        assert!(!err.message().contains("es256k"), "{}", err.message());
+        let err = refuse("s3cr3t-passed-by-mistake");
+        assert!(!err.message().contains("did you mean"), "{}", err.message());
+        assert!(!err.message().contains("s3cr3t"), "{}", err.message());
+    }
+
+    #[test]
+    fn azp_when_set_must_be_present_and_one_of_the_parties() {
+        use crate::claims::decode;
+        use crate::json::ValueBuilder;
+        let check = |policy: &Policy, payload: &str| {
+            decode(payload.as_bytes(), policy, &mut ValueBuilder, 0.0).map(|_| ())
+        };
+        let parties = Policy::new(PolicyOptions {
+            azp: vec!["web".into(), "cli".into()],
+            required: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(check(&parties, r#"{"azp":"web"}"#).is_ok());
+        assert!(check(&parties, r#"{"azp":"cli","x":1}"#).is_ok());
+        let kind = |payload: &str| check(&parties, payload).unwrap_err().kind();
+        assert_eq!(kind(r#"{}"#), ErrorKind::MissingClaim);
+        assert_eq!(kind(r#"{"azp":"WEB"}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":["web"]}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":null}"#), ErrorKind::InvalidClaim);
+        assert_eq!(kind(r#"{"azp":"web","azp":"x"}"#), ErrorKind::Malformed);
+        // Unset, azp is an ordinary claim of any shape.
+        let open = Policy::new(PolicyOptions {
+            required: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(check(&open, r#"{"azp":["any",1]}"#).is_ok());
+        assert!(check(&open, r#"{}"#).is_ok());
+        let err = Policy::new(PolicyOptions {
+            azp: vec![String::new()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.message().starts_with("azp "), "{}", err.message());
     }
 
     #[test]

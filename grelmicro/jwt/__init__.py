@@ -3,8 +3,9 @@
 Build one :class:`JWTVerifier` at startup and call ``verify(token)`` on every
 request. The work is done by the compiled core (``grelmicro-core``): strict
 compact-JWS parsing, key selection by ``kid`` and ``alg``, signature checks
-with aws-lc-rs and registered-claim checks, in one call with the GIL
-released. Verified tokens are cached until their ``exp`` (or ``cache_ttl``).
+with aws-lc-rs and registered-claim checks, in one call (signature checks
+with the GIL released, except HMAC over tokens below 2 KiB). Verified
+tokens are cached until their ``exp`` (or ``cache_ttl``).
 
 Example:
     >>> from grelmicro.jwt import JWTVerifier, Key
@@ -18,7 +19,7 @@ Example:
 """
 
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._config import JWTConfig, JWTSettings
 from grelmicro.jwt._core import unverified_header as _unverified_header
 from grelmicro.jwt._dpop import DPoPNonces, DPoPVerifier, ReplayStore, jwk_thumbprint
 from grelmicro.jwt._issuers import Issuer
@@ -76,6 +77,7 @@ __all__ = [
     "Issuer",
     "JWTConfig",
     "JWTError",
+    "JWTSettings",
     "JWTVerifier",
     "Key",
     "KeySourceHealth",
@@ -108,7 +110,4 @@ def unverified_header(token: str | bytes) -> dict[str, object]:
     """
     from grelmicro.jwt import _core  # noqa: PLC0415
 
-    try:
-        return _unverified_header(token)
-    except _core.CoreError as exc:
-        _core.raise_translated(exc)
+    return _core.call(_unverified_header, token)

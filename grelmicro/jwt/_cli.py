@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import hashlib
-import hmac
 import json
 import logging
 import os
@@ -42,6 +40,14 @@ from grelmicro.jwt import (
 )
 from grelmicro.jwt._claims import _thaw
 from grelmicro.jwt._config import AlgorithmName
+from grelmicro.jwt._demo import (
+    AUDIENCE,
+    ISSUER,
+    b64url,
+    canonical_payload,
+    mint_hs256,
+    public_key_demos,
+)
 
 __all__ = ["main"]
 
@@ -51,72 +57,6 @@ ACCEPTED, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 #: An environment variable name that is safe to repeat in a message; anything
 #: else given to --secret-env may be the secret itself and is never shown.
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
-
-AUDIENCE = "https://api.example.com"
-ISSUER = "https://issuer.example.com/"
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _compact(header: dict[str, Any], payload: dict[str, Any]) -> bytes:
-    head = _b64(json.dumps(header, separators=(",", ":")).encode())
-    body = _b64(json.dumps(payload, separators=(",", ":")).encode())
-    return f"{head}.{body}".encode()
-
-
-def _mint_hs256(secret: bytes, header: dict[str, Any], payload: dict[str, Any]) -> str:
-    signing_input = _compact({"alg": "HS256", **header}, payload)
-    tag = hmac.new(secret, signing_input, hashlib.sha256).digest()
-    return f"{signing_input.decode()}.{_b64(tag)}"
-
-
-def _public_key_demos() -> list[tuple[str, Key, Callable[[dict[str, Any]], str]]]:
-    """RS256, ES256 and EdDSA keys and signers, when ``cryptography`` is installed."""
-    try:
-        from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-        from cryptography.hazmat.primitives.asymmetric import (  # noqa: PLC0415
-            ec,
-            ed25519,
-            padding,
-            rsa,
-        )
-        from cryptography.hazmat.primitives.asymmetric.utils import (  # noqa: PLC0415
-            decode_dss_signature,
-        )
-    except ImportError:
-        return []
-
-    def pem(public: Any) -> bytes:
-        result: bytes = public.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        return result
-
-    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ec_key = ec.generate_private_key(ec.SECP256R1())
-    ed_key = ed25519.Ed25519PrivateKey.generate()
-
-    def sign_rs256(payload: dict[str, Any]) -> str:
-        data = _compact({"alg": "RS256", "typ": "JWT", "kid": "rsa-1"}, payload)
-        sig = rsa_key.sign(data, padding.PKCS1v15(), hashes.SHA256())
-        return f"{data.decode()}.{_b64(sig)}"
-
-    def sign_es256(payload: dict[str, Any]) -> str:
-        data = _compact({"alg": "ES256", "typ": "JWT", "kid": "ec-1"}, payload)
-        r, s = decode_dss_signature(ec_key.sign(data, ec.ECDSA(hashes.SHA256())))
-        return f"{data.decode()}.{_b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
-
-    def sign_eddsa(payload: dict[str, Any]) -> str:
-        data = _compact({"alg": "EdDSA", "typ": "JWT", "kid": "ed-1"}, payload)
-        return f"{data.decode()}.{_b64(ed_key.sign(data))}"
-
-    return [
-        ("RS256", Key.pem(pem(rsa_key.public_key()), "RS256", kid="rsa-1"), sign_rs256),
-        ("ES256", Key.pem(pem(ec_key.public_key()), "ES256", kid="ec-1"), sign_es256),
-        ("EdDSA", Key.pem(pem(ed_key.public_key()), "EdDSA", kid="ed-1"), sign_eddsa),
-    ]
 
 
 def _outcome(verifier: JWTVerifier, token: str | bytes, now: float | None = None) -> str:
@@ -140,25 +80,13 @@ def _time_per_call(call: Callable[[], object], rounds: int = 5, number: int = 20
 def demo() -> int:
     """Run the demo on embedded defaults; returns the exit code."""
     now = int(time.time())
-    payload = {
-        "iss": ISSUER,
-        "sub": "user-1234567890",
-        "aud": AUDIENCE,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
+    payload = canonical_payload(now)
     secret = secrets.token_bytes(32)
     keys = [Key.secret(secret, "HS256", kid="hs-1")]
     signers: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-        ("HS256", lambda p: _mint_hs256(secret, {"typ": "JWT", "kid": "hs-1"}, p))
+        ("HS256", lambda p: mint_hs256(secret, p, typ="JWT", kid="hs-1"))
     ]
-    for name, key, sign in _public_key_demos():
+    for name, key, sign in public_key_demos():
         keys.append(key)
         signers.append((name, sign))
     verifier = JWTVerifier(keys, audience=AUDIENCE, issuer=ISSUER)
@@ -172,7 +100,7 @@ def demo() -> int:
     good = signers[0][1](payload)
     head, body, sig = good.split(".")
     flipped = sig[:-2] + ("A" if sig[-2] != "A" else "B") + sig[-1]
-    unsecured = _b64(b'{"alg":"none"}')
+    unsecured = b64url(b'{"alg":"none"}')
     cases: list[tuple[str, str | bytes, float | None]] = [
         ("expired (now = exp)", good, float(now + 3600)),
         ("not yet valid", signers[0][1]({**payload, "nbf": now + 600}), None),
@@ -180,7 +108,7 @@ def demo() -> int:
         ("wrong issuer", signers[0][1]({**payload, "iss": "https://evil.example/"}), None),
         ("tampered signature", f"{head}.{body}.{flipped}", None),
         ("alg none", f"{unsecured}.{body}.", None),
-        ("unknown kid", _mint_hs256(secret, {"kid": "nope"}, payload), None),
+        ("unknown kid", mint_hs256(secret, payload, kid="nope"), None),
         ("not a token", "hello", None),
         ("too large", "a" * 10_000, None),
     ]

@@ -18,7 +18,7 @@ import difflib
 import os
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
     BaseModel,
@@ -27,14 +27,16 @@ from pydantic import (
     StrictBool,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from grelmicro.jwt import _core
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "JWTConfig"]
+__all__ = ["ENV_PREFIX", "JWTConfig", "JWTSettings"]
 
 ENV_PREFIX = "GRELMICRO_JWT_"
 
@@ -67,8 +69,11 @@ NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 #: Settings given in seconds; a ``datetime.timedelta`` is accepted too.
 _SECONDS = ("leeway", "max_age", "cache_ttl")
 _INTEGERS = ("max_token_size", "max_depth", "cache_size")
-_LISTS = ("audience", "issuer", "algorithms", "required")
+_LISTS = ("audience", "issuer", "azp", "algorithms", "required")
 _BOOLEANS = ("require_exp",)
+#: Fields that configure the cache, not the core policy (``require_exp`` is
+#: folded into ``required``).
+_NOT_POLICY = frozenset({"require_exp", "cache_size", "cache_ttl", "cache_key"})
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -97,9 +102,12 @@ class JWTConfig(BaseModel):
     ``aud`` are rejected (RFC 7519 §4.1.3)."""
     issuer: tuple[NonEmpty, ...] = ()
     """Accepted issuers (exact match). Empty: ``iss`` is not checked."""
+    azp: tuple[NonEmpty, ...] = ()
+    """Accepted authorized parties (OIDC Core §2): when set, the token's
+    ``azp`` must be present and equal one of them. Empty: not checked."""
     algorithms: tuple[NonEmpty, ...] | None = None
     """Allowed algorithms. ``None``: the configured keys' own."""
-    leeway: float = Field(default=0.0, ge=0.0, le=3600.0, allow_inf_nan=False)
+    leeway: float = 0.0
     """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``, in seconds (or a timedelta)."""
     require_exp: StrictBool = True
     """``exp`` is required unless this is ``False`` (the only way to accept
@@ -109,11 +117,11 @@ class JWTConfig(BaseModel):
     plus any listed here."""
     typ: NonEmpty | None = None
     """Required ``typ`` header (e.g. ``at+jwt``, RFC 9068), compared as a media type."""
-    max_age: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    max_age: float | None = None
     """Maximum token age in seconds, counted from ``iat`` (makes ``iat`` required)."""
-    max_token_size: int = Field(default=8192, ge=16, le=1 << 20)
+    max_token_size: int = 8192
     """Tokens longer than this many bytes are refused before any work."""
-    max_depth: int = Field(default=64, ge=2, le=512)
+    max_depth: int = 64
     """Maximum JSON nesting depth in header and payload."""
     cache_size: int = Field(default=1024, ge=0, le=10_000_000)
     """Verified tokens kept; 0 disables the cache (no digest is computed)."""
@@ -146,9 +154,13 @@ class JWTConfig(BaseModel):
             required = ("exp", *required)
         return {**data, "required": required}
 
-    @field_validator("audience", "issuer", "required", mode="before")
+    @field_validator("audience", "issuer", "azp", "required", "algorithms", mode="before")
     @classmethod
-    def _names(cls, value: object) -> object:
+    def _names(cls, value: object, info: ValidationInfo) -> object:
+        # Types only: which algorithm names exist is the core's answer (one
+        # list, one check, in the core's policy; see _policy_is_valid).
+        if value is None and info.field_name == "algorithms":
+            return None  # the configured keys' own
         value = _as_tuple(value)
         if not isinstance(value, tuple):
             raise ValueError(  # noqa: TRY004 - pydantic wants ValueError
@@ -173,32 +185,27 @@ class JWTConfig(BaseModel):
     def _integers(cls, value: object) -> object:
         return _number(value, "an integer")
 
-    @field_validator("algorithms", mode="before")
-    @classmethod
-    def _algorithms(cls, value: object) -> object:
-        if value is None:
-            return None
-        value = _as_tuple(value)
-        known = _core.algorithms()
-        expected = ", ".join(known)
-        if not isinstance(value, tuple):
-            raise ValueError(  # noqa: TRY004
-                f"must be an algorithm name or a list of them ({expected}), "
-                f"not {_describe_type(value)}"
-            )
-        for name in value:
-            if not isinstance(name, str):
-                raise ValueError(  # noqa: TRY004
-                    f"must hold algorithm names as strings ({expected}), not {_describe_type(name)}"
-                )
-            if name not in known:
-                # The value is not echoed: a secret passed by mistake must not leak.
-                hint = ""
-                close = difflib.get_close_matches(name.upper(), [k.upper() for k in known], n=1)
-                if close and len(name) <= 16:
-                    hint = f" (did you mean {known[[k.upper() for k in known].index(close[0])]}?)"
-                raise ValueError(f"unknown or unsupported algorithm{hint}; expected {expected}")
-        return value
+    @model_validator(mode="after")
+    def _policy_is_valid(self) -> JWTConfig:
+        """The ranges and names are checked once, by the core building its policy.
+
+        The policy is built again by :meth:`policy` rather than kept: a
+        ``model_copy(update=...)`` skips validation, and a kept policy would
+        then disagree with the settings it was copied with.
+        """
+        try:
+            _core.Policy(**self._policy_options())
+        except _core.CoreError as exc:
+            raise PydanticCustomError(
+                "invalid_config", "{reason}", {"reason": exc.args[1]}
+            ) from None
+        return self
+
+    def _policy_options(self) -> dict[str, object]:
+        """The settings the core policy takes: every field but the cache's."""
+        return {
+            name: getattr(self, name) for name in type(self).model_fields if name not in _NOT_POLICY
+        }
 
     @classmethod
     def build(cls, **values: object) -> JWTConfig:
@@ -256,20 +263,32 @@ class JWTConfig(BaseModel):
 
     def policy(self) -> _core.Policy:
         """The core policy object for these settings."""
-        try:
-            return _core.Policy(
-                audience=self.audience,
-                issuer=self.issuer,
-                algorithms=self.algorithms,
-                leeway=self.leeway,
-                required=self.required,
-                typ=self.typ,
-                max_age=self.max_age,
-                max_token_size=self.max_token_size,
-                max_depth=self.max_depth,
-            )
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return _core.call(_core.Policy, **self._policy_options())
+
+
+class JWTSettings(TypedDict, total=False):
+    """The settings of :class:`JWTConfig` as keywords, with the types users pass.
+
+    ``JWTVerifier(**settings)`` takes exactly these (``None``: the default);
+    ``tests/jwt/test_policy_options.py`` proves the keys are the model's
+    fields, so a new field is one more line here and nowhere else in the
+    verifier.
+    """
+
+    audience: str | Sequence[str] | None
+    issuer: str | Sequence[str] | None
+    azp: str | Sequence[str] | None
+    algorithms: AlgorithmName | Sequence[AlgorithmName] | None
+    leeway: float | timedelta | None
+    require_exp: bool | None
+    required: Sequence[str] | None
+    typ: str | None
+    max_age: float | timedelta | None
+    max_token_size: int | None
+    max_depth: int | None
+    cache_size: int | None
+    cache_ttl: float | timedelta | None
+    cache_key: CacheKey | None
 
 
 def check_flags(**flags: object) -> None:
@@ -326,19 +345,13 @@ def _describe(exc: ValidationError) -> str:
     """Name each failing field without echoing its input value."""
     parts = []
     for error in exc.errors(include_input=False, include_url=False, include_context=False):
-        where = ".".join(str(p) for p in error["loc"]) or "config"
         message = error["msg"]
+        if not error["loc"]:  # the core's refusal: it names the field itself
+            parts.append(message)
+            continue
+        where = ".".join(str(p) for p in error["loc"])
         if error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(where, list(JWTConfig.model_fields), n=1)
             message = "not a setting" + (f"; did you mean {close[0]}?" if close else "")
         parts.append(f"{where}: {message}")
     return "invalid JWT configuration: " + "; ".join(parts)
-
-
-def as_names(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalise a ``str | list[str] | None`` option."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import NoReturn
+from typing import NoReturn, ParamSpec, TypeVar
 
 from grelmicro.jwt import errors
 
@@ -77,6 +77,7 @@ try:
     from grelmicro_core._core import (
         ProofVerifier,
         TokenCache,
+        VerifyCall,
         jwk_thumbprint,
         normalize_htu,
         unverified_issuer,
@@ -107,9 +108,11 @@ __all__ = [
     "ProofVerifier",
     "TokenCache",
     "Verifier",
+    "VerifyCall",
     "__version__",
     "algorithms",
     "cache_key",
+    "call",
     "error_kinds",
     "escape",
     "invalid_now",
@@ -121,6 +124,9 @@ __all__ = [
     "unverified_header",
     "unverified_issuer",
 ]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 #: Core error kind -> class: every kind the core names is a ``reason`` of
 #: :data:`grelmicro.jwt.errors.REASONS` (a missing one fails at import).
@@ -241,6 +247,17 @@ def invalid_now(now: object) -> errors.ClaimsRejectedError:
         f"the time to check the token against {problem}: pass now= (or make the clock "
         "return) seconds since the epoch as an int or float, e.g. time.time()"
     )
+
+
+def call(function: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``function(*args, **kwargs)``, a core error raised as its ``grelmicro.jwt`` error.
+
+    For building (keys, policies, verifiers), not for the verify path.
+    """
+    try:
+        return function(*args, **kwargs)
+    except CoreError as exc:
+        raise translate(exc) from None
 
 
 def raise_translated(exc: CoreError) -> NoReturn:

@@ -426,7 +426,4 @@ def jwk_thumbprint(jwk: Mapping[str, Any] | str | bytes) -> str:
             document = json.dumps(dict(jwk))
         except (TypeError, ValueError):
             raise InvalidKeyError("a JWK must be a JSON object of strings") from None
-    try:
-        return _core.jwk_thumbprint(document)
-    except _core.CoreError as exc:
-        _core.raise_translated(exc)
+    return _core.call(_core.jwk_thumbprint, document)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._config import JWTConfig, check_flags
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
@@ -92,6 +92,11 @@ class Issuer:
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
+        check_flags(
+            discover=discover,
+            allow_symmetric=allow_symmetric,
+            allow_insecure_loopback=allow_insecure_loopback,
+        )
         given = [
             name
             for name, value in (
@@ -123,9 +128,9 @@ class Issuer:
             "keys": (keys,) if isinstance(keys, Key) else None if keys is None else tuple(keys),
             "jwks": jwks,
             "jwks_url": jwks_url,
-            "discover": bool(discover),
-            "allow_symmetric": bool(allow_symmetric),
-            "allow_insecure_loopback": bool(allow_insecure_loopback),
+            "discover": discover,
+            "allow_symmetric": allow_symmetric,
+            "allow_insecure_loopback": allow_insecure_loopback,
             "policy": {k: v for k, v in settings.items() if v is not None},
         }
         for name, value in values.items():
@@ -348,10 +353,7 @@ def _static_key_set(
 def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_Slot, int]:
     slot = _Slot(issuer.issuer, policy, None, clock)
     key_set = _static_key_set(issuer.issuer, issuer.keys, issuer.jwks, issuer.allow_symmetric)
-    try:
-        slot.core = _core.Verifier(key_set, policy)
-    except _core.CoreError as exc:
-        _core.raise_translated(exc)
+    slot.core = _core.call(_core.Verifier, key_set, policy)
     return slot, len(key_set)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import AlgorithmName
+from grelmicro.jwt._config import AlgorithmName, check_flags
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
 __all__ = ["Key"]  # cache_survives and key_identity: shared by _verifier and _issuers
@@ -73,10 +73,7 @@ class Key:
     ) -> Key:
         """A shared HMAC secret, at least as long as the hash (32/48/64 bytes)."""
         _check_names(algorithm, kid)
-        try:
-            return cls(_core.Key.secret(secret, algorithm, kid))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.secret, secret, algorithm, kid))
 
     @classmethod
     def pem(cls, data: str | bytes, algorithm: AlgorithmName, *, kid: str | None = None) -> Key:
@@ -89,10 +86,7 @@ class Key:
         """
         _not_a_path(data)
         _check_names(algorithm, kid)
-        try:
-            return cls(_core.Key.pem(data, algorithm, kid))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.pem, data, algorithm, kid))
 
     @classmethod
     def jwk(
@@ -105,15 +99,9 @@ class Key:
         """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
         if algorithm is not None:
             _check_names(algorithm, None)
-        if not isinstance(allow_symmetric, bool):
-            raise ConfigurationError(
-                f"allow_symmetric must be True or False, not {type(allow_symmetric).__name__}"
-            )
+        check_flags(allow_symmetric=allow_symmetric)
         document = json_text(jwk, "JWK")
-        try:
-            return cls(_core.Key.jwk(document, algorithm, allow_symmetric=allow_symmetric))
-        except _core.CoreError as exc:
-            _core.raise_translated(exc)
+        return cls(_core.call(_core.Key.jwk, document, algorithm, allow_symmetric=allow_symmetric))
 
     @property
     def algorithm(self) -> str:

@@ -1,11 +1,14 @@
 """JWTVerifier: built once, then ``verify()`` on every request.
 
-The whole verification of a token is one call into the core. Around it, the
-verifier adds the cache and the error translation. Settings are applied
-when the verifier is built: ``verify`` calls two functions assembled for
-exactly this configuration (a cache hit or the whole check, then the miss
-path), so a request pays for no decision it does not need. They are read
-from the verifier on every call, so any reference to ``verify`` follows
+The whole verification of a token is one call into the core. ``verify`` is
+not a Python method but the core's ``VerifyCall`` object, built once per
+verifier: a cache hit, or the whole check and the store, with no Python
+frame in between (on free-threaded CPython every shared object a request
+touches costs an atomic count update from every thread, so a request
+touches as few as possible: see ``docs/design-notes.md``). Refusals come
+back through :func:`_refusal`, which translates the core's error into the
+taxonomy and reports it. Rotation installs a new route (engine and cache)
+into the same object, so any reference to ``verify`` follows
 :meth:`JWTVerifier.rotate`.
 """
 
@@ -19,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Annotated, Any, NoReturn, Protocol, cast
+
+from typing_extensions import Unpack
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, CacheKey, JWTConfig
+from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
@@ -33,7 +37,6 @@ from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
-    JWTError,
     KeysUnavailableError,
     TokenRejectedError,
     UnknownKeyError,
@@ -134,32 +137,47 @@ def _usable_time(now: object) -> bool:
     return True
 
 
-#: ``run(token, now) -> Claims``: the whole request for one engine and cache
-#: (``now=None``: the verifier's clock); raises ``CoreError`` for a refused token.
-Run = Callable[[str | bytes, float | None], Claims]
+def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, object], NoReturn]:
+    """What ``verify`` raises instead of a failure of the core call.
 
-
-def _build_run(engine: _core.Verifier, cache: TokenCache | None, clock: Clock) -> Run:
-    """The body of ``verify`` for one engine and cache: one core call.
-
-    With a cache, the core's ``TokenCache.verify``: a hit, or the engine's
-    verification, the claims and the store. Without, a table of size zero
-    whose ``verify`` is ``Claims(engine.verify(token, now))``: no Python
-    frame between ``verify`` and the core (on free-threaded 3.13 a closure
-    would also take a lock per cell read).
+    A ``CoreError`` becomes its :class:`TokenRejectedError` subclass
+    (reported to ``hook`` and the log); a ``now`` (or a clock answer) that is
+    not a usable time becomes the ``ClaimsRejectedError`` that says so;
+    anything else (a failing clock or claims type) goes through unchanged.
     """
-    if cache is not None:
-        return cache.verify
-    run: Run = _core.TokenCache(
-        0,
-        digest_key=False,
-        max_token_size=0,
-        ttl=0.0,
-        verify=engine.verify,
-        claims=Claims,
-        clock=clock,
-    ).verify
-    return run
+
+    def refuse(error: BaseException, now: object) -> NoReturn:
+        if isinstance(error, _core.CoreError):
+            # Raised straight from here, never kept in a local: a local would
+            # tie error -> traceback -> frame -> error into a reference cycle.
+            raise _rejected(error, hook) from None
+        if isinstance(error, (TypeError, OverflowError)):
+            when = clock() if now is None else now  # what the core was given
+            if not _usable_time(when):
+                raise _reported(_core.invalid_now(when), hook) from None
+        raise error
+
+    return refuse
+
+
+def _no_cache(engine: _core.Verifier, clock: Clock) -> TokenCache:
+    """The route without a cache: ``Claims(engine.verify(token, now))``."""
+    return TokenCache(
+        0, 0.0, key="token", max_token_size=0, verify=engine.verify, claims=Claims, clock=clock
+    )
+
+
+#: What ``inspect.signature(verifier.verify)`` reports: FastAPI reads it, and
+#: the ``token`` annotation refuses ``Depends(verifier.verify)``.
+_SIGNATURE = inspect.Signature(
+    [
+        inspect.Parameter("token", inspect.Parameter.POSITIONAL_ONLY, annotation=Token),
+        inspect.Parameter(
+            "now", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=float | None
+        ),
+    ],
+    return_annotation=Claims,
+)
 
 
 class JWTVerifier:
@@ -175,7 +193,8 @@ class JWTVerifier:
 
     Keys come from ``keys`` (a list of :class:`Key`) or ``jwks`` (a JWKS
     document as a mapping or JSON text). Every other setting is a field of
-    :class:`JWTConfig`; pass them as keywords or pass ``config=``.
+    :class:`JWTConfig`; pass them as keywords (typed by :class:`JWTSettings`,
+    whose keys are exactly those fields) or pass ``config=``.
 
     ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
     :class:`TokenRejectedError` subclass. It is safe to call from any number
@@ -183,18 +202,24 @@ class JWTVerifier:
     new keys (and a fresh cache) atomically.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_cache",
-        "_clock",
-        "_counters",
-        "_engine",
-        "_hook",
-        "_keys",
-        "_router",
-        "_run",
-        "config",
-    )
+    __slots__ = {
+        "__weakref__": None,
+        "_cache": None,
+        "_clock": None,
+        "_counters": None,
+        "_engine": None,
+        "_hook": None,
+        "_keys": None,
+        "_router": None,
+        "config": None,
+        "verify": (
+            "``verify(token, /, *, now=None) -> Claims``: verify ``token`` and return its "
+            "claims, or raise a TokenRejectedError subclass. Safe from any number of "
+            "threads; a reference taken once (``check = verifier.verify``) follows "
+            "rotate(). ``token`` is the compact JWS as str or bytes (without the Bearer "
+            "scheme); ``now`` is the time to check against (default: the clock)."
+        ),
+    }
 
     config: JWTConfig
     _engine: _core.Verifier
@@ -203,8 +228,8 @@ class JWTVerifier:
     _hook: RejectHook | None
     _counters: list[int] | None
     _router: KeyRouter | None
-    _run: Run
     _keys: tuple[_core.Key, ...]
+    verify: VerifyFunction
 
     def __init__(
         self,
@@ -218,43 +243,15 @@ class JWTVerifier:
         fetch: FetchOptions | None = None,
         allow_insecure_loopback: bool = False,
         allow_symmetric: bool = False,
-        audience: str | Sequence[str] | None = None,
-        issuer: str | Sequence[str] | None = None,
-        algorithms: AlgorithmName | Sequence[AlgorithmName] | None = None,
-        leeway: float | timedelta | None = None,
-        require_exp: bool | None = None,
-        required: Sequence[str] | None = None,
-        typ: str | None = None,
-        max_age: float | timedelta | None = None,
-        max_token_size: int | None = None,
-        max_depth: int | None = None,
-        cache_size: int | None = None,
-        cache_ttl: float | timedelta | None = None,
-        cache_key: CacheKey | None = None,
         config: JWTConfig | None = None,
         clock: Clock | None = None,
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
+        **settings: Unpack[JWTSettings],
     ) -> None:
-        given = {
-            name: value
-            for name, value in (
-                ("audience", audience),
-                ("issuer", issuer),
-                ("algorithms", algorithms),
-                ("leeway", leeway),
-                ("require_exp", require_exp),
-                ("required", required),
-                ("typ", typ),
-                ("max_age", max_age),
-                ("max_token_size", max_token_size),
-                ("max_depth", max_depth),
-                ("cache_size", cache_size),
-                ("cache_ttl", cache_ttl),
-                ("cache_key", cache_key),
-            )
-            if value is not None
-        }
+        # The setting keywords are JWTConfig's fields (JWTSettings): a
+        # misspelt one is refused by the config, naming the closest field.
+        given = {name: value for name, value in settings.items() if value is not None}
         _check_flags(
             allow_symmetric=allow_symmetric,
             allow_insecure_loopback=allow_insecure_loopback,
@@ -304,34 +301,6 @@ class JWTVerifier:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JWTVerifier is immutable; use rotate() to change keys")
-
-    def verify(self, token: Token, /, *, now: float | None = None) -> Claims:
-        """Verify ``token`` and return its claims.
-
-        Safe from any number of threads. A reference taken once
-        (``check = verifier.verify``) follows :meth:`rotate` like the method.
-
-        Args:
-            token: the compact JWS, as ``str`` or ``bytes`` (without the
-                ``Bearer`` scheme of an ``Authorization`` header).
-            now: the time to check against, in seconds since the epoch;
-                defaults to the verifier's clock.
-
-        Raises:
-            TokenRejectedError: the token is refused (a subclass names why).
-        """
-        try:
-            return self._run(token, now)
-        except _core.CoreError as exc:
-            # Raised straight from the handler, never through a local: a
-            # local would tie error -> traceback -> frame -> error into a
-            # reference cycle left for the garbage collector.
-            raise _rejected(exc, self._hook) from None
-        except (TypeError, OverflowError):
-            when = self._clock() if now is None else now  # what the core was given
-            if _usable_time(when):
-                raise
-            raise _reported(_core.invalid_now(when), self._hook) from None
 
     @classmethod
     def from_env(
@@ -414,10 +383,7 @@ class JWTVerifier:
             old_keys: tuple[_core.Key, ...] | None = getattr(self, "_keys", None)
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
-            try:
-                core = _core.Verifier(key_set, self.config.policy())
-            except _core.CoreError as exc:
-                _core.raise_translated(exc)
+            core = _core.call(_core.Verifier, key_set, self.config.policy())
             keep = old_keys is not None and cache_survives(old_keys, new_keys)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
@@ -425,10 +391,10 @@ class JWTVerifier:
     def _activate(self, engine: _core.Verifier, cache: TokenCache | None) -> None:
         """Point ``verify`` at ``engine`` and ``cache`` (a fresh one when None).
 
-        ``verify`` reads one reference, ``_run``, bound to one engine and one
-        cache: a request sees the old keys or the new ones, and a result is
-        only ever stored in the cache of the engine that verified it. Call it
-        holding ``_ROTATION``.
+        ``verify`` reads one route, bound to one engine and one cache: a
+        request sees the old keys or the new ones, and a result is only ever
+        stored in the cache of the engine that verified it. Call it holding
+        ``_ROTATION``.
         """
         config = self.config
         if cache is not None:  # kept across an addition of keys: same table, new engine
@@ -454,7 +420,21 @@ class JWTVerifier:
                 )
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
-        object.__setattr__(self, "_run", _build_run(engine, cache, self._clock))
+        route = (cache if cache is not None else _no_cache(engine, self._clock))._table
+        front: _core.VerifyCall | None = getattr(self, "verify", None)
+        if front is None:  # the first route: the one verify object is born with it
+            object.__setattr__(
+                self,
+                "verify",
+                _core.VerifyCall(
+                    route,
+                    clock=self._clock,
+                    refuse=_refusal(self._hook, self._clock),
+                    signature=_SIGNATURE,
+                ),
+            )
+        else:
+            front.install(route)
 
     def rotate(
         self,
@@ -618,8 +598,3 @@ def _key_set(
         if (kid, reason) not in reported:
             logger.warning("key %r skipped: %s", kid, reason)
     return combined
-
-
-def is_rejection(error: JWTError) -> bool:
-    """Whether ``error`` refuses a token (401) rather than the service (5xx)."""
-    return isinstance(error, TokenRejectedError)

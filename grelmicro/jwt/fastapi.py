@@ -53,6 +53,7 @@ from starlette.types import Scope
 from starlette.websockets import WebSocket, WebSocketState
 
 from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import (
     ConfigurationError,
@@ -197,9 +198,7 @@ class JWTBearer(SecurityBase):
                 "JWTBearer takes the JWTVerifier itself (JWTBearer(verifier)), "
                 f"not {type(verifier).__name__}"
             )
-        for name, flag in (("permissions", permissions), ("auto_error", auto_error)):
-            if not isinstance(flag, bool):
-                raise ConfigurationError(f"{name} must be True or False")
+        check_flags(permissions=permissions, auto_error=auto_error)
         if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 0:
             raise ConfigurationError("retry_after must be a whole number of seconds, 0 or more")
         self.verifier = verifier
@@ -238,25 +237,29 @@ class JWTBearer(SecurityBase):
     async def __call__(
         self, connection: HTTPConnection, security_scopes: SecurityScopes
     ) -> Claims | None:
-        """Verify the request's bearer token; the claims, or ``None`` if anonymous and allowed."""
+        """Verify the request's bearer token; the claims, or ``None`` if anonymous and allowed.
+
+        The one request flow: read the credentials, verify the token, check
+        what binds it to the request, check the scopes. :class:`DPoPBearer`
+        changes the three steps that differ (``_credentials``,
+        ``_check_binding``, ``_token_refused``), not the flow.
+        """
         try:
-            token = self._token(connection.scope)
-            if token is None:
+            credentials = self._credentials(connection.scope)
+            if credentials is None:
                 if self.auto_error:
                     raise self._missing()
                 return None
+            scheme, token, proof = credentials
             try:
                 claims = self.verifier.verify(token)
             except (UnknownKeyError, KeysUnavailableError):
                 # Network keys may be rotating or still loading: the async path
                 # waits for the fetch the sync one started (one per cooldown).
-                claims = await self._verify_refreshing(token)
+                claims = await self._refreshing(scheme, token)
             except TokenRejectedError as exc:
-                raise self._invalid_token(exc.reason) from None
-            if _is_bound(claims):
-                # A DPoP-bound token is never a bearer token (RFC 9449 §7.2):
-                # its holder must also prove possession of its key.
-                raise self._invalid_token("dpop-binding")
+                raise self._token_refused(scheme, exc.reason) from None
+            self._check_binding(connection, scheme, token, proof, claims)
             if security_scopes.scopes:
                 self._check_scopes(claims, security_scopes.scopes)
         except BearerError as exc:
@@ -265,13 +268,37 @@ class JWTBearer(SecurityBase):
             raise
         return claims
 
-    async def _verify_refreshing(self, token: bytes) -> Claims:
+    async def _refreshing(self, scheme: str, token: bytes) -> Claims:
         try:
             return await self.verifier.verify_async(token)
         except TokenRejectedError as exc:
-            raise self._invalid_token(exc.reason) from None
+            raise self._token_refused(scheme, exc.reason) from None
         except KeysUnavailableError:
             raise self._unavailable() from None
+
+    def _credentials(self, scope: Scope) -> tuple[str, bytes, bytes | None] | None:
+        """``(scheme, token, proof)`` of the request, ``None`` without credentials."""
+        token = self._token(scope)
+        return None if token is None else ("Bearer", token, None)
+
+    def _check_binding(  # the arguments are for DPoPBearer's proof check
+        self,
+        connection: HTTPConnection,  # noqa: ARG002
+        scheme: str,  # noqa: ARG002
+        token: bytes,  # noqa: ARG002
+        proof: bytes | None,  # noqa: ARG002
+        claims: Claims,
+    ) -> None:
+        """A DPoP-bound token is never a bearer token (RFC 9449 §7.2).
+
+        Its holder must also prove possession of its key.
+        """
+        if _is_bound(claims):
+            raise self._invalid_token("dpop-binding")
+
+    def _token_refused(self, scheme: str, reason: str) -> BearerError:  # noqa: ARG002
+        """The refusal of a token presented with ``scheme`` (DPoPBearer words it per scheme)."""
+        return self._invalid_token(reason)
 
     def _token(self, scope: Scope) -> bytes | None:
         """The bearer token of the request, ``None`` if it carries none."""
@@ -382,7 +409,7 @@ class JWTBearer(SecurityBase):
         return BearerError(
             503,
             error=None,
-            reason="keys-unavailable",
+            reason=KeysUnavailableError.reason,
             detail="The keys to verify tokens are unavailable; try again later.",
             headers={"Retry-After": str(self.retry_after)},
         )

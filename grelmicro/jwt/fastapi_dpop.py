@@ -40,7 +40,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.openapi.models import HTTPBase as HTTPBaseModel
-from fastapi.security import SecurityScopes
 from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
@@ -53,9 +52,6 @@ from grelmicro.jwt.errors import (
     DPoPBindingError,
     DPoPProofError,
     DPoPReplayError,
-    KeysUnavailableError,
-    TokenRejectedError,
-    UnknownKeyError,
 )
 from grelmicro.jwt.fastapi import BearerError, JWTBearer, _quoted
 
@@ -137,27 +133,6 @@ class DPoPBearer(JWTBearer):
     def __repr__(self) -> str:
         return f"DPoPBearer({self.scheme_name!r}, mode={self.dpop.mode!r})"
 
-    async def __call__(
-        self, connection: HTTPConnection, security_scopes: SecurityScopes
-    ) -> Claims | None:
-        """Verify the token and its DPoP proof; the claims, or ``None`` if anonymous and allowed."""
-        try:
-            credentials = self._credentials(connection.scope)
-            if credentials is None:
-                if self.auto_error:
-                    raise self._missing()
-                return None
-            scheme, token, proof = credentials
-            claims = await self._verify_token(scheme, token)
-            self._check_dpop(connection, scheme, token, proof, claims)
-            if security_scopes.scopes:
-                self._check_scopes(claims, security_scopes.scopes)
-        except BearerError as exc:
-            if connection.scope["type"] == "websocket":
-                await self._close(connection, exc)
-            raise
-        return claims
-
     # -- reading the request -----------------------------------------------------
 
     def _credentials(self, scope: Scope) -> tuple[str, bytes, bytes | None] | None:
@@ -202,23 +177,7 @@ class DPoPBearer(JWTBearer):
 
     # -- checks ----------------------------------------------------------------------
 
-    async def _verify_token(self, scheme: str, token: bytes) -> Claims:
-        try:
-            return self.verifier.verify(token)
-        except (UnknownKeyError, KeysUnavailableError):
-            return await self._refreshing(scheme, token)
-        except TokenRejectedError as exc:
-            raise self._token_refused(scheme, exc.reason) from None
-
-    async def _refreshing(self, scheme: str, token: bytes) -> Claims:
-        try:
-            return await self.verifier.verify_async(token)
-        except TokenRejectedError as exc:
-            raise self._token_refused(scheme, exc.reason) from None
-        except KeysUnavailableError:
-            raise self._unavailable() from None
-
-    def _check_dpop(
+    def _check_binding(
         self,
         connection: HTTPConnection,
         scheme: str,
@@ -226,6 +185,7 @@ class DPoPBearer(JWTBearer):
         proof: bytes | None,
         claims: Claims,
     ) -> None:
+        """The DPoP proof, and the token's binding to its key (RFC 9449 §4.3, §7)."""
         method = connection.scope.get("method", "GET")
         try:
             self.dpop.check(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.append(str(HERE.parents[1] / "tests"))  # the one token forge
 
 import forge  # noqa: E402
 import support  # noqa: E402

@@ -1,6 +1,6 @@
 """Every algorithm round-trips from every key form the core reads.
 
-Tokens are signed by ``cryptography`` (see ``mint.py``); the core only
+Tokens are signed by ``cryptography`` (see ``forge.py``); the core only
 verifies.
 """
 
@@ -11,48 +11,46 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import forge
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from grelmicro_core import Key
+from support import FRESH, NOW, rejection, verifier
 
-from . import mint
-from .mint import ALL_ALGORITHMS, EC_ALGORITHMS, HMAC_ALGORITHMS, RSA_ALGORITHMS, signer
-from .support import FRESH, NOW, rejection, verifier
-
-ASYMMETRIC = RSA_ALGORITHMS + EC_ALGORITHMS + mint.EDDSA_ALGORITHMS
+ASYMMETRIC = forge.RSA_ALGORITHMS + forge.EC_ALGORITHMS + forge.EDDSA_ALGORITHMS
 
 
 def _from_spki(alg: str) -> Key:
-    return Key.pem(mint.spki_pem(signer(alg).private), alg)
+    return Key.pem(forge.spki_pem(forge.signer(alg).private), alg)
 
 
 def _from_spki_text(alg: str) -> Key:
-    return Key.pem(mint.spki_pem(signer(alg).private).decode("ascii"), alg)
+    return Key.pem(forge.spki_pem(forge.signer(alg).private).decode("ascii"), alg)
 
 
 def _from_pkcs1(alg: str) -> Key:
-    return Key.pem(mint.pkcs1_pem(signer(alg).private), alg)
+    return Key.pem(forge.pkcs1_pem(forge.signer(alg).private), alg)
 
 
 def _from_certificate(alg: str) -> Key:
-    return Key.pem(mint.certificate_pem(signer(alg).private), alg)
+    return Key.pem(forge.certificate_pem(forge.signer(alg).private), alg)
 
 
 def _from_jwk(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(), alg)
+    return Key.jwk(forge.signer(alg).jwk_text(), alg)
 
 
 def _from_jwk_with_own_alg(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(alg=alg))
+    return Key.jwk(forge.signer(alg).jwk_text(alg=alg))
 
 
 def _from_secret(alg: str) -> Key:
-    return Key.secret(signer(alg).private, alg)
+    return Key.secret(forge.signer(alg).private, alg)
 
 
 def _from_oct_jwk(alg: str) -> Key:
-    return Key.jwk(signer(alg).jwk_text(), allow_symmetric=True)
+    return Key.jwk(forge.signer(alg).jwk_text(), allow_symmetric=True)
 
 
 FORMS: dict[str, Callable[[str], Key]] = {
@@ -65,9 +63,9 @@ FORMS: dict[str, Callable[[str], Key]] = {
 
 CASES = (
     [(alg, form) for alg in ASYMMETRIC for form in FORMS]
-    + [(alg, "pkcs1-pem") for alg in RSA_ALGORITHMS]
-    + [(alg, "secret") for alg in HMAC_ALGORITHMS]
-    + [(alg, "oct-jwk") for alg in HMAC_ALGORITHMS]
+    + [(alg, "pkcs1-pem") for alg in forge.RSA_ALGORITHMS]
+    + [(alg, "secret") for alg in forge.HMAC_ALGORITHMS]
+    + [(alg, "oct-jwk") for alg in forge.HMAC_ALGORITHMS]
 )
 
 BUILDERS: dict[str, Callable[[str], Key]] = {
@@ -84,50 +82,50 @@ def _flip_last_bit(token: str) -> str:
     head, _, sig = token.rpartition(".")
     raw = bytearray(base64.urlsafe_b64decode(sig + "=" * (-len(sig) % 4)))
     raw[-1] ^= 0x01
-    return f"{head}.{mint.b64url(bytes(raw))}"
+    return f"{head}.{forge.b64url(bytes(raw))}"
 
 
 @pytest.mark.parametrize(("alg", "form"), CASES)
 def test_round_trip(alg: str, form: str) -> None:
     key = BUILDERS[form](alg)
     check = verifier(key)
-    token = signer(alg).mint(PAYLOAD)
+    token = forge.signer(alg).mint(PAYLOAD)
 
     claims = check.verify(token, NOW)
 
     assert claims == PAYLOAD
     assert key.algorithm == alg
-    assert check.algorithms == (["EdDSA", "Ed25519"] if alg in mint.EDDSA_ALGORITHMS else [alg])
+    assert check.algorithms == (["EdDSA", "Ed25519"] if alg in forge.EDDSA_ALGORITHMS else [alg])
 
 
-@pytest.mark.parametrize("alg", ALL_ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.ALGORITHMS)
 def test_tampered_signature_is_refused(alg: str) -> None:
-    check = verifier(BUILDERS["secret" if alg in HMAC_ALGORITHMS else "spki-pem"](alg))
-    token = signer(alg).mint(PAYLOAD)
+    check = verifier(BUILDERS["secret" if alg in forge.HMAC_ALGORITHMS else "spki-pem"](alg))
+    token = forge.signer(alg).mint(PAYLOAD)
 
     assert rejection(check, token) == "ok"
     assert rejection(check, _flip_last_bit(token)) == "signature"
 
 
-@pytest.mark.parametrize("alg", ALL_ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.ALGORITHMS)
 def test_tampered_payload_is_refused(alg: str) -> None:
-    check = verifier(BUILDERS["secret" if alg in HMAC_ALGORITHMS else "spki-pem"](alg))
-    header, _, sig = signer(alg).mint(PAYLOAD).split(".")
-    forged = f"{header}.{mint.segment({**PAYLOAD, 'sub': 'admin'})}.{sig}"
+    check = verifier(BUILDERS["secret" if alg in forge.HMAC_ALGORITHMS else "spki-pem"](alg))
+    header, _, sig = forge.signer(alg).mint(PAYLOAD).split(".")
+    forged = f"{header}.{forge.segment({**PAYLOAD, 'sub': 'admin'})}.{sig}"
 
     assert rejection(check, forged) == "signature"
 
 
-@pytest.mark.parametrize("alg", EC_ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.EC_ALGORITHMS)
 def test_ecdsa_der_signature_is_refused(alg: str) -> None:
     """JWS carries r||s (RFC 7518 §3.4); the DER form must not verify."""
-    sig = signer(alg)
+    sig = forge.signer(alg)
     check = verifier(_from_spki(alg))
-    signing_input = f"{mint.segment({'alg': alg})}.{mint.segment(PAYLOAD)}"
-    digest = hashes.SHA256() if alg == "ES256K" else mint.HASHES[alg[-3:]]()
+    signing_input = f"{forge.segment({'alg': alg})}.{forge.segment(PAYLOAD)}"
+    digest = hashes.SHA256() if alg == "ES256K" else forge.sha(alg[-3:])
     der = sig.private.sign(signing_input.encode(), ec.ECDSA(digest))
 
-    assert rejection(check, f"{signing_input}.{mint.b64url(der)}") == "signature"
+    assert rejection(check, f"{signing_input}.{forge.b64url(der)}") == "signature"
 
 
 @pytest.mark.parametrize(
@@ -146,26 +144,28 @@ def test_ecdsa_der_signature_is_refused(alg: str) -> None:
     ],
 )
 def test_key_serves_only_its_algorithm(key_alg: str, token_alg: str, expected: str) -> None:
-    check = verifier(BUILDERS["secret" if key_alg in HMAC_ALGORITHMS else "spki-pem"](key_alg))
-    token = signer(token_alg).mint(PAYLOAD)
+    check = verifier(
+        BUILDERS["secret" if key_alg in forge.HMAC_ALGORITHMS else "spki-pem"](key_alg)
+    )
+    token = forge.signer(token_alg).mint(PAYLOAD)
 
     assert rejection(check, token) == expected
 
 
 def test_public_key_used_as_hmac_secret_is_refused() -> None:
     """HS/RS confusion: HS256 signed with the RSA key's PEM as the secret."""
-    pem = mint.spki_pem(signer("RS256").private)
+    pem = forge.spki_pem(forge.signer("RS256").private)
     check = verifier(Key.pem(pem, "RS256"))
-    forged = mint.mint("HS256", pem, PAYLOAD)
+    forged = forge.mint({"alg": "HS256"}, PAYLOAD, pem)
 
     assert rejection(check, forged) == "algorithm"
 
 
 def test_key_properties() -> None:
-    rsa_key = Key.pem(mint.spki_pem(signer("PS384").private), "PS384", kid="r1")
+    rsa_key = Key.pem(forge.spki_pem(forge.signer("PS384").private), "PS384", kid="r1")
     ec_key = _from_jwk("ES256K")
     ed_key = _from_certificate("Ed25519")
-    hs_key = Key.secret(signer("HS512").private, "HS512")
+    hs_key = Key.secret(forge.signer("HS512").private, "HS512")
 
     assert (rsa_key.algorithm, rsa_key.kid, rsa_key.kty) == ("PS384", "r1", "RSA")
     assert (ec_key.algorithm, ec_key.kid, ec_key.kty) == ("ES256K", None, "EC")
@@ -178,6 +178,6 @@ def test_key_properties() -> None:
 
 
 def test_jwk_kid_is_read() -> None:
-    key = Key.jwk(json.dumps(signer("ES256").jwk(kid="from-jwk")))
+    key = Key.jwk(json.dumps(forge.signer("ES256").jwk(kid="from-jwk")))
 
     assert key.kid == "from-jwk"

@@ -9,13 +9,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import forge
 import grelmicro_core
 import pytest
 from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
-
-from . import mint
-from .mint import Signer, signer
-from .support import FRESH, NOW, error_of, hs256, key_for, outcome, verifier
+from support import FRESH, NOW, error_of, hs256, key_for, kind_of, verifier
 
 
 @pytest.mark.parametrize(
@@ -32,20 +30,22 @@ def test_sha256_digest_matches_hashlib(data: str | bytes) -> None:
 
 
 def test_sha256_digest_str_and_bytes_agree() -> None:
-    token = signer("HS256").mint(FRESH)
+    token = forge.signer("HS256").mint(FRESH)
 
     assert grelmicro_core.sha256_digest(token) == grelmicro_core.sha256_digest(token.encode())
 
 
 @pytest.mark.parametrize("data", [1, None, bytearray(b"abc"), ["a"]])
 def test_sha256_digest_refuses_other_types(data: object) -> None:
-    assert outcome(grelmicro_core.sha256_digest, data) == "malformed"
+    assert kind_of(grelmicro_core.sha256_digest, data) == "malformed"
 
 
 def test_unverified_header_returns_every_member_without_verifying() -> None:
-    token = signer("ES256").mint(FRESH, kid="k1", typ="at+jwt", x5u="https://x", ext={"a": [1]})
+    token = forge.signer("ES256").mint(
+        FRESH, kid="k1", typ="at+jwt", x5u="https://x", ext={"a": [1]}
+    )
     head, payload, _ = token.split(".")
-    forged = f"{head}.{payload}.{mint.b64url(b'not a signature')}"
+    forged = f"{head}.{payload}.{forge.b64url(b'not a signature')}"
 
     header = grelmicro_core.unverified_header(forged)
 
@@ -66,19 +66,19 @@ DUPLICATE_ALG = '{"alg":"HS256","alg":"HS256"}'
     [
         ("a.b", {}, "malformed"),
         ("a.b.c", {}, "malformed"),
-        (f"{mint.segment({'alg': 'none'})}.{mint.segment(FRESH)}.", {}, "malformed"),
-        (f"{mint.segment({'alg': 'none'})}.{mint.segment(FRESH)}.c2ln", {}, "algorithm"),
-        (f"{mint.segment({'alg': 'HS256', 'crit': ['x']})}.e30.c2ln", {}, "unsupported"),
-        (mint.segment(DUPLICATE_ALG) + ".e30.c2ln", {}, "malformed"),
-        (f"{mint.segment({'alg': 'HS256'})}.e30.c2ln", {"max_token_size": 20}, "too-large"),
+        (f"{forge.segment({'alg': 'none'})}.{forge.segment(FRESH)}.", {}, "malformed"),
+        (f"{forge.segment({'alg': 'none'})}.{forge.segment(FRESH)}.c2ln", {}, "algorithm"),
+        (f"{forge.segment({'alg': 'HS256', 'crit': ['x']})}.e30.c2ln", {}, "unsupported"),
+        (forge.segment(DUPLICATE_ALG) + ".e30.c2ln", {}, "malformed"),
+        (f"{forge.segment({'alg': 'HS256'})}.e30.c2ln", {"max_token_size": 20}, "too-large"),
         ("x" * 8193, {}, "too-large"),
-        (f"{mint.segment({'alg': 'HS256'})}.e30.c2ln", {}, "ok"),
+        (f"{forge.segment({'alg': 'HS256'})}.e30.c2ln", {}, "ok"),
     ],
 )
 def test_unverified_header_applies_the_header_rules(
     token: str, options: dict[str, Any], expected: str
 ) -> None:
-    assert outcome(grelmicro_core.unverified_header, token, **options) == expected
+    assert kind_of(grelmicro_core.unverified_header, token, **options) == expected
 
 
 def test_error_kinds_are_unique_kebab_case() -> None:
@@ -95,10 +95,10 @@ def test_error_kinds_are_unique_kebab_case() -> None:
 
 def test_algorithms_are_the_closed_set() -> None:
     assert grelmicro_core.algorithms() == [
-        *mint.HMAC_ALGORITHMS,
-        *mint.RSA_ALGORITHMS,
-        *mint.EC_ALGORITHMS,
-        *mint.EDDSA_ALGORITHMS,
+        *forge.HMAC_ALGORITHMS,
+        *forge.RSA_ALGORITHMS,
+        *forge.EC_ALGORITHMS,
+        *forge.EDDSA_ALGORITHMS,
     ]
     assert "none" not in [name.lower() for name in grelmicro_core.algorithms()]
 
@@ -151,12 +151,12 @@ def _forbidden(token: str) -> list[str]:
     parts = [token, *[p for p in token.split(".") if len(p) >= 6]]
     signature = token.rsplit(".", 1)[-1]
     raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
-    return [*parts, raw.hex(), SECRET.decode(), SECRET.hex(), mint.b64url(SECRET), SENTINEL]
+    return [*parts, raw.hex(), SECRET.decode(), SECRET.hex(), forge.b64url(SECRET), SENTINEL]
 
 
 def _leak_cases() -> list[tuple[str, dict[str, Any], str]]:
     """(token, policy, expected kind): one case per kind a token can earn."""
-    sig = Signer("HS256", SECRET)
+    sig = forge.Signer("HS256", SECRET)
 
     def t(payload: Any = None, **header: Any) -> str:
         return sig.mint(PAYLOAD if payload is None else payload, kid="kid-sentinel", **header)
@@ -218,10 +218,10 @@ def _pem_body(pem: bytes) -> str:
 
 def _build_errors() -> list[tuple[Callable[[], Any], list[str]]]:
     """Build-time refusals with the key material they must not echo."""
-    rsa_private = signer("RS256").private
-    private_pem = mint.private_pem(rsa_private)
-    ec_private_jwk = mint.private_jwk("ES256", signer("ES256").private)
-    oct_jwk = mint.public_jwk("HS512", SECRET)
+    rsa_private = forge.signer("RS256").private
+    private_pem = forge.private_pem(rsa_private)
+    ec_private_jwk = forge.private_jwk(forge.signer("ES256").private)
+    oct_jwk = forge.oct_jwk(SECRET, "HS512")
     return [
         (lambda: Key.secret(SECRET[:20], "HS256"), [SECRET[:20].decode()]),
         (lambda: Key.secret(SECRET, "RS256"), [SECRET.decode()]),
@@ -255,8 +255,8 @@ def test_build_errors_never_quote_key_material(
 
 
 def test_jwks_skip_reasons_never_quote_key_material() -> None:
-    private = mint.private_jwk("ES256", signer("ES256").private) | {"kid": "p"}
-    document = json.dumps({"keys": [signer("ES384").jwk(kid="ok"), private]})
+    private = forge.private_jwk(forge.signer("ES256").private) | {"kid": "p"}
+    document = json.dumps({"keys": [forge.signer("ES384").jwk(kid="ok"), private]})
 
     skipped = dict(KeySet.from_jwks(document).skipped)
 
@@ -267,9 +267,9 @@ def test_jwks_skip_reasons_never_quote_key_material() -> None:
 
 def test_key_repr_shows_no_material() -> None:
     key = Key.secret(SECRET, "HS256", "k")
-    pem_key = key_for(signer("RS256"), "r")
+    pem_key = key_for(forge.signer("RS256"), "r")
 
     assert SECRET.decode() not in repr(key)
-    assert mint.b64url(SECRET) not in repr(key)
+    assert forge.b64url(SECRET) not in repr(key)
     assert "HS256" in repr(key)
-    assert _pem_body(mint.spki_pem(signer("RS256").private)) not in repr(pem_key)
+    assert _pem_body(forge.spki_pem(forge.signer("RS256").private)) not in repr(pem_key)

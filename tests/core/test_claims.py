@@ -2,7 +2,7 @@
 
 ``now < exp + leeway``, ``now >= nbf - leeway``, ``iat <= now + leeway``,
 ``now - iat <= max_age + leeway``; audience, issuer, typ and required claims.
-Each row gives the policy, the token and the expected outcome.
+Each row gives the policy, the token and the expected kind_of.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+import forge
 import pytest
 from grelmicro_core import Policy
-
-from .mint import signer
-from .support import NOW, error_of, hs256, key_for, outcome, rejection, verifier
+from support import NOW, error_of, hs256, key_for, kind_of, rejection, verifier
 
 NO_REQUIRED: dict[str, Any] = {"required": []}
 
@@ -284,12 +283,12 @@ def test_policy_refusals() -> None:
         {"max_depth": 1},
     ]
     for options in cases:
-        assert outcome(Policy, **options) == "invalid-config", options
+        assert kind_of(Policy, **options) == "invalid-config", options
 
 
 def test_claim_rules_do_not_depend_on_the_algorithm() -> None:
     """The same expired payload is refused the same way under ES256."""
-    sig = signer("ES256")
+    sig = forge.signer("ES256")
     check = verifier(key_for(sig))
 
     assert rejection(check, sig.mint({"exp": NOW})) == "expired"
@@ -301,9 +300,9 @@ def test_required_claims_past_64_are_refused_at_build() -> None:
     of them present hid the others missing. The policy now refuses them."""
     names = [f"c{i}" for i in range(65)]
 
-    assert outcome(Policy, required=names) == "invalid-config"
+    assert kind_of(Policy, required=names) == "invalid-config"
     # Registered names do not count towards the 64.
-    assert outcome(Policy, required=[*names[:64], "exp", "sub", "iat"]) == "ok"
+    assert kind_of(Policy, required=[*names[:64], "exp", "sub", "iat"]) == "ok"
 
 
 @pytest.mark.parametrize("missing", [0, 31, 62, 63])

@@ -14,14 +14,15 @@ import json
 import os
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 
-# tests/ is on sys.path (pytest inserts the first directory above this
-# package); the tree hash is computed in one place.
-from test_installed_core import CORE, source_hash
+# tests/ is on sys.path (tests/conftest.py); the tree hash is computed in one place.
+from core_source import CORE, source_hash
 
 FT_PYTHON = os.environ.get("GRELMICRO_FT_PYTHON")
+TESTS = Path(__file__).resolve().parents[1]
 
 pytestmark = [
     pytest.mark.freethreaded,
@@ -31,28 +32,25 @@ pytestmark = [
     ),
 ]
 
-# The child mints its own HS256 token with the standard library only (the
-# free-threaded venv need not have `cryptography`).
+# The child mints its HS256 tokens with the one forge, whose HMAC path is the
+# standard library only (the free-threaded venv need not have `cryptography`).
 CHILD = textwrap.dedent(
     """
-    import base64, hashlib, hmac, json, sys, threading, warnings
+    import json, sys, threading, warnings
 
     warnings.simplefilter("error")  # a GIL re-enabled on import warns: fail loudly
+    sys.path.insert(0, sys.argv[1])  # tests/, for the forge
+    import forge
     import grelmicro_core as core
 
-    NOW = 1_700_000_000
-    SECRET = b"free-threaded-secret-0123456789ab"
-
-    def seg(data):
-        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    NOW = forge.NOW
+    SIGNER = forge.hmac_key(secret=b"free-threaded-secret-0123456789ab")
 
     def token(n):
-        head = seg(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-        body = seg(json.dumps({"sub": f"user-{n}", "exp": NOW + 60}).encode())
-        mac = hmac.new(SECRET, f"{head}.{body}".encode(), hashlib.sha256).digest()
-        return f"{head}.{body}.{seg(mac)}"
+        return SIGNER.mint({"sub": f"user-{n}", "exp": NOW + 60})
 
-    verifier = core.Verifier(core.KeySet([core.Key.secret(SECRET, "HS256")]), core.Policy())
+    key = core.Key.secret(SIGNER.private, "HS256")
+    verifier = core.Verifier(core.KeySet([key]), core.Policy())
     errors = []
 
     def work(n):
@@ -85,7 +83,12 @@ def test_importing_the_core_keeps_the_gil_disabled() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}  # no forced GIL mode
 
     result = subprocess.run(
-        [FT_PYTHON, "-c", CHILD], capture_output=True, text=True, timeout=120, env=env, check=False
+        [FT_PYTHON, "-c", CHILD, str(TESTS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
     )
 
     assert result.returncode == 0, result.stderr

@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from .support import NOW, hs256, rejection
+from support import NOW, hs256, rejection
 
 EXP = f'"exp":{NOW + 60}'
 

@@ -12,13 +12,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import forge
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from grelmicro_core import Key, KeySet, Policy, Verifier
-
-from . import mint
-from .mint import signer
-from .support import key_for, outcome
+from support import key_for, kind_of
 
 
 @functools.cache
@@ -51,86 +49,88 @@ def _rsa_pem(
 
 
 def _rsa_jwk(bits: int, exponent: int) -> Callable[[], Key]:
-    return lambda: Key.jwk(json.dumps(mint.public_jwk("RS256", rsa_key(bits, exponent))))
+    return lambda: Key.jwk(json.dumps(forge.jwk(rsa_key(bits, exponent))))
 
 
 RSA_SIZES = [
-    pytest.param(_rsa_pem(1024, 65537, mint.spki_pem), "weak-key", id="1024-spki"),
-    pytest.param(_rsa_pem(1024, 65537, mint.pkcs1_pem), "weak-key", id="1024-pkcs1"),
-    pytest.param(_rsa_pem(1024, 65537, mint.certificate_pem), "weak-key", id="1024-certificate"),
+    pytest.param(_rsa_pem(1024, 65537, forge.spki_pem), "weak-key", id="1024-spki"),
+    pytest.param(_rsa_pem(1024, 65537, forge.pkcs1_pem), "weak-key", id="1024-pkcs1"),
+    pytest.param(_rsa_pem(1024, 65537, forge.certificate_pem), "weak-key", id="1024-certificate"),
     pytest.param(_rsa_jwk(1024, 65537), "weak-key", id="1024-jwk"),
-    pytest.param(_rsa_pem(2047, 65537, mint.spki_pem), "weak-key", id="2047-spki"),
-    pytest.param(_rsa_pem(2047, 65537, mint.spki_pem, "PS256"), "weak-key", id="2047-spki-PS256"),
+    pytest.param(_rsa_pem(2047, 65537, forge.spki_pem), "weak-key", id="2047-spki"),
+    pytest.param(_rsa_pem(2047, 65537, forge.spki_pem, "PS256"), "weak-key", id="2047-spki-PS256"),
     pytest.param(_rsa_jwk(2047, 65537), "weak-key", id="2047-jwk"),
-    pytest.param(_rsa_pem(2048, 3, mint.spki_pem), "weak-key", id="e3-spki"),
-    pytest.param(_rsa_pem(2048, 3, mint.pkcs1_pem), "weak-key", id="e3-pkcs1"),
+    pytest.param(_rsa_pem(2048, 3, forge.spki_pem), "weak-key", id="e3-spki"),
+    pytest.param(_rsa_pem(2048, 3, forge.pkcs1_pem), "weak-key", id="e3-pkcs1"),
     pytest.param(_rsa_jwk(2048, 3), "weak-key", id="e3-jwk"),
-    pytest.param(_rsa_pem(2048, 65537, mint.spki_pem), "ok", id="2048-spki"),
+    pytest.param(_rsa_pem(2048, 65537, forge.spki_pem), "ok", id="2048-spki"),
     pytest.param(_rsa_jwk(2048, 65537), "ok", id="2048-jwk"),
 ]
 
 
 @pytest.mark.parametrize(("build", "expected"), SHORT_SECRETS + RSA_SIZES)
 def test_weak_keys(build: Callable[[], Key], expected: str) -> None:
-    assert outcome(build) == expected
+    assert kind_of(build) == expected
 
 
 def _off_curve_jwk(alg: str) -> str:
-    jwk = signer(alg).jwk()
+    jwk = forge.signer(alg).jwk()
     y = bytearray(base64.urlsafe_b64decode(jwk["y"] + "=="))
     y[-1] ^= 0x01
-    jwk["y"] = mint.b64url(bytes(y))
+    jwk["y"] = forge.b64url(bytes(y))
     return json.dumps(jwk)
 
 
 def _off_curve_pem(alg: str) -> bytes:
-    der = bytearray(mint.spki_der(signer(alg).private))
+    der = bytearray(forge.spki_der(forge.signer(alg).private))
     der[-1] ^= 0x01  # last byte of the point's y coordinate
     body = base64.encodebytes(bytes(der)).decode("ascii")
     return f"-----BEGIN PUBLIC KEY-----\n{body}-----END PUBLIC KEY-----\n".encode("ascii")
 
 
-@pytest.mark.parametrize("alg", mint.EC_ALGORITHMS)
+@pytest.mark.parametrize("alg", forge.EC_ALGORITHMS)
 def test_ec_point_off_curve_is_refused(alg: str) -> None:
-    assert outcome(Key.jwk, _off_curve_jwk(alg)) == "invalid-key"
-    assert outcome(Key.pem, _off_curve_pem(alg), alg) == "invalid-key"
+    assert kind_of(Key.jwk, _off_curve_jwk(alg)) == "invalid-key"
+    assert kind_of(Key.pem, _off_curve_pem(alg), alg) == "invalid-key"
     # Control: the untouched key builds.
-    assert outcome(Key.pem, mint.spki_pem(signer(alg).private), alg) == "ok"
+    assert kind_of(Key.pem, forge.spki_pem(forge.signer(alg).private), alg) == "ok"
 
 
 PRIVATE_PEMS = [
-    pytest.param(lambda: mint.private_pem(signer("RS256").private), "RS256", id="rsa-pkcs8"),
+    pytest.param(lambda: forge.private_pem(forge.signer("RS256").private), "RS256", id="rsa-pkcs8"),
     pytest.param(
-        lambda: mint.private_pem(signer("RS256").private, traditional=True),
+        lambda: forge.private_pem(forge.signer("RS256").private, traditional=True),
         "RS256",
         id="rsa-traditional",
     ),
-    pytest.param(lambda: mint.private_pem(signer("ES256").private), "ES256", id="ec-pkcs8"),
+    pytest.param(lambda: forge.private_pem(forge.signer("ES256").private), "ES256", id="ec-pkcs8"),
     pytest.param(
-        lambda: mint.private_pem(signer("ES384").private, traditional=True),
+        lambda: forge.private_pem(forge.signer("ES384").private, traditional=True),
         "ES384",
         id="ec-traditional",
     ),
-    pytest.param(lambda: mint.private_pem(signer("EdDSA").private), "EdDSA", id="ed25519-pkcs8"),
+    pytest.param(
+        lambda: forge.private_pem(forge.signer("EdDSA").private), "EdDSA", id="ed25519-pkcs8"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("pem", "alg"), PRIVATE_PEMS)
 def test_private_key_pem_is_refused(pem: Callable[[], bytes], alg: str) -> None:
-    assert outcome(Key.pem, pem(), alg) == "invalid-key"
+    assert kind_of(Key.pem, pem(), alg) == "invalid-key"
 
 
 @pytest.mark.parametrize("alg", ["RS256", "PS512", "ES256", "ES512", "ES256K", "EdDSA"])
 def test_jwk_with_private_members_is_refused(alg: str) -> None:
-    jwk = mint.private_jwk(alg, signer(alg).private)
+    jwk = forge.private_jwk(forge.signer(alg).private)
 
     assert "d" in jwk
-    assert outcome(Key.jwk, json.dumps(jwk), alg) == "invalid-key"
-    assert outcome(Key.jwk, json.dumps(mint.public_jwk(alg, signer(alg).private)), alg) == "ok"
+    assert kind_of(Key.jwk, json.dumps(jwk), alg) == "invalid-key"
+    assert kind_of(Key.jwk, json.dumps(forge.signer(alg).jwk()), alg) == "ok"
 
 
 def _jwk(alg: str, /, **members: Any) -> Callable[[], Key]:
-    return lambda: Key.jwk(signer(alg).jwk_text(**members), alg)
+    return lambda: Key.jwk(forge.signer(alg).jwk_text(**members), alg)
 
 
 JWK_RULES = [
@@ -160,10 +160,10 @@ JWK_RULES = [
 
 @pytest.mark.parametrize(("build", "expected"), JWK_RULES)
 def test_jwk_rules(build: Callable[[], Key], expected: str) -> None:
-    assert outcome(build) == expected
+    assert kind_of(build) == expected
 
 
-OCT = mint.public_jwk("HS256", b"s" * 32)
+OCT = forge.oct_jwk(b"s" * 32)
 
 
 @pytest.mark.parametrize(
@@ -178,11 +178,11 @@ OCT = mint.public_jwk("HS256", b"s" * 32)
     ],
 )
 def test_oct_jwk_needs_opt_in(jwk: dict[str, Any], allow: bool, expected: str) -> None:
-    assert outcome(Key.jwk, json.dumps(jwk), allow_symmetric=allow) == expected
+    assert kind_of(Key.jwk, json.dumps(jwk), allow_symmetric=allow) == expected
 
 
 def _pem_as(key_alg: str, alg: str) -> Callable[[], Key]:
-    return lambda: Key.pem(mint.spki_pem(signer(key_alg).private), alg)
+    return lambda: Key.pem(forge.spki_pem(forge.signer(key_alg).private), alg)
 
 
 WRONG_TYPE = [
@@ -200,25 +200,32 @@ WRONG_TYPE = [
     pytest.param(_pem_as("ES256", "ES256K"), id="P-256-as-ES256K"),
     pytest.param(_pem_as("ES256K", "ES256"), id="secp256k1-as-ES256"),
     pytest.param(_pem_as("ES512", "ES384"), id="P-521-as-ES384"),
-    pytest.param(lambda: Key.jwk(signer("ES384").jwk_text(), "ES256"), id="jwk-P-384-as-ES256"),
-    pytest.param(lambda: Key.jwk(signer("ES384").jwk_text(alg="ES256")), id="jwk-P-384-alg-ES256"),
-    pytest.param(lambda: Key.jwk(signer("RS256").jwk_text(), "ES256"), id="jwk-rsa-as-ES256"),
-    pytest.param(lambda: Key.jwk(signer("ES256").jwk_text(), "RS256"), id="jwk-ec-as-RS256"),
-    pytest.param(lambda: Key.jwk(signer("EdDSA").jwk_text(kty="EC"), "EdDSA"), id="jwk-okp-as-ec"),
-    pytest.param(lambda: Key.jwk(signer("ES256").jwk_text(), "HS256"), id="jwk-ec-as-HS256"),
+    pytest.param(
+        lambda: Key.jwk(forge.signer("ES384").jwk_text(), "ES256"), id="jwk-P-384-as-ES256"
+    ),
+    pytest.param(
+        lambda: Key.jwk(forge.signer("ES384").jwk_text(alg="ES256")), id="jwk-P-384-alg-ES256"
+    ),
+    pytest.param(lambda: Key.jwk(forge.signer("RS256").jwk_text(), "ES256"), id="jwk-rsa-as-ES256"),
+    pytest.param(lambda: Key.jwk(forge.signer("ES256").jwk_text(), "RS256"), id="jwk-ec-as-RS256"),
+    pytest.param(
+        lambda: Key.jwk(forge.signer("EdDSA").jwk_text(kty="EC"), "EdDSA"), id="jwk-okp-as-ec"
+    ),
+    pytest.param(lambda: Key.jwk(forge.signer("ES256").jwk_text(), "HS256"), id="jwk-ec-as-HS256"),
     # A secret only serves HMAC; a public key is never a secret.
     pytest.param(lambda: Key.secret(b"k" * 64, "RS256"), id="secret-as-RS256"),
     pytest.param(lambda: Key.secret(b"k" * 64, "ES256"), id="secret-as-ES256"),
     pytest.param(
-        lambda: Key.secret(mint.spki_pem(signer("RS256").private), "HS256"), id="pem-as-secret"
+        lambda: Key.secret(forge.spki_pem(forge.signer("RS256").private), "HS256"),
+        id="pem-as-secret",
     ),
     pytest.param(
-        lambda: Key.secret(mint.certificate_pem(signer("ES256").private), "HS512"),
+        lambda: Key.secret(forge.certificate_pem(forge.signer("ES256").private), "HS512"),
         id="cert-as-secret",
     ),
-    pytest.param(lambda: Key.secret(signer("RS256").jwk_text(), "HS256"), id="jwk-as-secret"),
+    pytest.param(lambda: Key.secret(forge.signer("RS256").jwk_text(), "HS256"), id="jwk-as-secret"),
     pytest.param(
-        lambda: Key.secret(b"  " + mint.spki_pem(signer("RS256").private), "HS256"),
+        lambda: Key.secret(b"  " + forge.spki_pem(forge.signer("RS256").private), "HS256"),
         id="pem-after-spaces",
     ),
     pytest.param(lambda: Key.pem(b"not a pem at all", "RS256"), id="not-pem"),
@@ -227,38 +234,38 @@ WRONG_TYPE = [
         id="unknown-pem-label",
     ),
     pytest.param(
-        lambda: Key.pem(mint.spki_pem(signer("RS256").private), "RS256", ""), id="empty-kid"
+        lambda: Key.pem(forge.spki_pem(forge.signer("RS256").private), "RS256", ""), id="empty-kid"
     ),
 ]
 
 
 @pytest.mark.parametrize("build", WRONG_TYPE)
 def test_wrong_key_type_for_algorithm(build: Callable[[], Key]) -> None:
-    assert outcome(build) == "invalid-key"
+    assert kind_of(build) == "invalid-key"
 
 
 @pytest.mark.parametrize("name", ["none", "None", "HS1", "hs256", "RSA1_5", "ES521", "", "A256GCM"])
 def test_unknown_algorithm_names(name: str) -> None:
-    assert outcome(Key.secret, b"k" * 64, name) == "invalid-config"
-    assert outcome(Key.pem, mint.spki_pem(signer("RS256").private), name) == "invalid-config"
-    assert outcome(Key.jwk, signer("RS256").jwk_text(), name) == "invalid-config"
-    assert outcome(Policy, algorithms=[name]) == "invalid-config"
+    assert kind_of(Key.secret, b"k" * 64, name) == "invalid-config"
+    assert kind_of(Key.pem, forge.spki_pem(forge.signer("RS256").private), name) == "invalid-config"
+    assert kind_of(Key.jwk, forge.signer("RS256").jwk_text(), name) == "invalid-config"
+    assert kind_of(Policy, algorithms=[name]) == "invalid-config"
 
 
 def test_key_set_refusals() -> None:
     one = Key.secret(b"1" * 32, "HS256", "k")
     other = Key.secret(b"2" * 32, "HS256", "k")
 
-    assert outcome(KeySet, []) == "invalid-config"
-    assert outcome(KeySet, [one, other]) == "invalid-config"
+    assert kind_of(KeySet, []) == "invalid-config"
+    assert kind_of(KeySet, [one, other]) == "invalid-config"
     # The same key given twice is one key.
     assert len(KeySet([one, Key.secret(b"1" * 32, "HS256", "k")])) == 1
 
 
 def test_verifier_needs_an_allowed_algorithm() -> None:
-    keys = KeySet([key_for(signer("HS256"))])
+    keys = KeySet([key_for(forge.signer("HS256"))])
 
-    assert outcome(Verifier, keys, Policy(algorithms=["HS384"])) == "invalid-config"
+    assert kind_of(Verifier, keys, Policy(algorithms=["HS384"])) == "invalid-config"
     assert Verifier(keys, Policy(algorithms=["RS256", "HS256"])).algorithms == ["HS256"]
 
 
@@ -267,12 +274,12 @@ def _jwks(*keys: dict[str, Any]) -> str:
 
 
 def test_jwks_skips_unusable_keys_and_says_why() -> None:
-    good = signer("ES256").jwk(kid="good")
+    good = forge.signer("ES256").jwk(kid="good")
     document = _jwks(
         good,
-        signer("RS256").jwk(kid="enc", use="enc"),
-        mint.private_jwk("ES384", signer("ES384").private) | {"kid": "private"},
-        mint.public_jwk("RS256", rsa_key(1024)) | {"kid": "small"},
+        forge.signer("RS256").jwk(kid="enc", use="enc"),
+        forge.private_jwk(forge.signer("ES384").private) | {"kid": "private"},
+        forge.jwk(rsa_key(1024)) | {"kid": "small"},
         OCT | {"kid": "secret"},
         {"kty": "EC", "crv": "P-256", "kid": "broken", "x": "AA", "y": "AA"},
     )
@@ -296,22 +303,22 @@ def test_jwks_skips_unusable_keys_and_says_why() -> None:
         ('{"keys": []}', {}),
         ("not json", {}),
         (_jwks(OCT), {}),
-        (_jwks(signer("ES256").jwk(use="enc")), {}),
-        (_jwks(*[signer("ES256").jwk(kid=str(i)) for i in range(4)]), {"max_keys": 3}),
+        (_jwks(forge.signer("ES256").jwk(use="enc")), {}),
+        (_jwks(*[forge.signer("ES256").jwk(kid=str(i)) for i in range(4)]), {"max_keys": 3}),
     ],
 )
 def test_jwks_without_a_usable_key_is_refused(document: str, options: dict[str, Any]) -> None:
-    assert outcome(KeySet.from_jwks, document, **options) == "invalid-key"
+    assert kind_of(KeySet.from_jwks, document, **options) == "invalid-key"
 
 
 def test_jwks_key_cap_allows_the_limit() -> None:
-    keys = [signer("ES256").jwk(kid=str(i)) for i in range(3)]
+    keys = [forge.signer("ES256").jwk(kid=str(i)) for i in range(3)]
 
     assert len(KeySet.from_jwks(_jwks(*keys), max_keys=3)) == 3
 
 
 def test_ec_curve_object_is_checked_not_only_the_point_length() -> None:
     """A P-256 point labelled secp256k1 has the right length but the wrong curve."""
-    jwk = signer("ES256").jwk(crv="secp256k1")
+    jwk = forge.signer("ES256").jwk(crv="secp256k1")
 
-    assert outcome(Key.jwk, json.dumps(jwk)) == "invalid-key"
+    assert kind_of(Key.jwk, json.dumps(jwk)) == "invalid-key"

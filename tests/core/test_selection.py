@@ -15,18 +15,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import forge
 import pytest
 from grelmicro_core import Key, KeySet, Policy, Verifier
+from support import FRESH, key_for, rejection, verifier
 
-from .mint import Signer, generate, signer
-from .support import FRESH, key_for, rejection, verifier
-
-A = Signer("HS256", b"a" * 32)
-B = Signer("HS256", b"b" * 32)
-C384 = Signer("HS384", b"c" * 48)
+A = forge.Signer("HS256", b"a" * 32)
+B = forge.Signer("HS256", b"b" * 32)
+C384 = forge.Signer("HS384", b"c" * 48)
 
 
-def _key(sig: Signer, kid: str | None) -> Key:
+def _key(sig: forge.Signer, kid: str | None) -> Key:
     return Key.secret(sig.private, sig.alg, kid)
 
 
@@ -62,8 +61,8 @@ def _key(sig: Signer, kid: str | None) -> Key:
     ],
 )
 def test_selection(
-    configured: list[tuple[Signer, str | None]],
-    token_signer: Signer,
+    configured: list[tuple[forge.Signer, str | None]],
+    token_signer: forge.Signer,
     token_kid: str | None,
     expected: str,
 ) -> None:
@@ -75,7 +74,7 @@ def test_selection(
 
 def test_token_alg_must_match_the_key_its_kid_names() -> None:
     check = verifier([_key(A, "a"), _key(C384, "c")])
-    token = Signer("HS384", b"c" * 48).mint(FRESH, kid="a")
+    token = forge.Signer("HS384", b"c" * 48).mint(FRESH, kid="a")
 
     assert rejection(check, token) == "algorithm"
 
@@ -94,9 +93,9 @@ def _jwks(*keys: dict[str, Any]) -> str:
 
 
 def test_duplicate_kid_in_jwks_makes_the_kid_unusable() -> None:
-    first = signer("ES256")
-    second = Signer("ES256", generate("ES256"))
-    other = signer("ES384")
+    first = forge.signer("ES256")
+    second = forge.Signer("ES256", forge.generate("ES256"))
+    other = forge.signer("ES384")
     document = _jwks(first.jwk(kid="dup"), second.jwk(kid="dup"), other.jwk(kid="ok"))
 
     keys = KeySet.from_jwks(document)
@@ -110,7 +109,7 @@ def test_duplicate_kid_in_jwks_makes_the_kid_unusable() -> None:
 
 
 def test_same_key_twice_under_one_kid_is_harmless() -> None:
-    sig = signer("ES256")
+    sig = forge.signer("ES256")
     keys = KeySet.from_jwks(_jwks(sig.jwk(kid="k"), sig.jwk(kid="k")))
 
     assert len(keys) == 1
@@ -118,19 +117,19 @@ def test_same_key_twice_under_one_kid_is_harmless() -> None:
 
 
 def test_jwks_keys_without_kid_follow_the_kidless_rule() -> None:
-    es256 = signer("ES256")
-    ed = signer("EdDSA")
+    es256 = forge.signer("ES256")
+    ed = forge.signer("EdDSA")
     keys = KeySet.from_jwks(_jwks(es256.jwk(), ed.jwk()))
     check = Verifier(keys, Policy())
 
     assert rejection(check, es256.mint(FRESH)) == "ok"
     assert rejection(check, ed.mint(FRESH, kid="whatever")) == "ok"
-    assert rejection(check, signer("Ed25519").mint(FRESH)) == "ok"
+    assert rejection(check, forge.signer("Ed25519").mint(FRESH)) == "ok"
 
 
 def test_kid_is_compared_exactly() -> None:
-    check = verifier(key_for(signer("ES256"), "Key-1"))
-    sig = signer("ES256")
+    check = verifier(key_for(forge.signer("ES256"), "Key-1"))
+    sig = forge.signer("ES256")
 
     assert rejection(check, sig.mint(FRESH, kid="Key-1")) == "ok"
     assert rejection(check, sig.mint(FRESH, kid="key-1")) == "unknown-key"
@@ -141,7 +140,7 @@ def test_kid_is_compared_exactly() -> None:
 @pytest.mark.parametrize("source", ["keys", "jwks"])
 def test_same_kidless_key_twice_is_one_candidate(source: str) -> None:
     """Regression: a duplicated kid-less key used to count as two candidates."""
-    sig = signer("ES256")
+    sig = forge.signer("ES256")
     if source == "keys":
         keys = KeySet([key_for(sig), key_for(sig)])
     else:

@@ -8,18 +8,15 @@ authenticated; nothing here depends on how, only on the answers.)
 from __future__ import annotations
 
 import random
-import threading
 from typing import Any
 
+import forge
 from grelmicro_core import Key, KeySet, Policy, Verifier
+from support import FRESH, NOW, key_for, rejection, together
 
-from . import mint
-from .mint import Signer, generate, signer
-from .support import FRESH, NOW, key_for, rejection
-
-ES_A = signer("ES256")
-ES_B = Signer("ES256", generate("ES256"))
-ATTACKER = Signer("ES256", generate("ES256"))
+ES_A = forge.signer("ES256")
+ES_B = forge.Signer("ES256", forge.generate("ES256"))
+ATTACKER = forge.Signer("ES256", forge.generate("ES256"))
 
 
 def build() -> Verifier:
@@ -28,7 +25,7 @@ def build() -> Verifier:
 
 
 def _tokens() -> list[str]:
-    hs = Signer("HS256", b"h" * 32)
+    hs = forge.Signer("HS256", b"h" * 32)
     header_a = {"alg": "ES256", "kid": "a", "typ": "at+jwt"}
     tokens = [
         ES_A.mint(FRESH, header=header_a),
@@ -44,7 +41,7 @@ def _tokens() -> list[str]:
         ES_A.mint(FRESH, header={"alg": "ES256", "kid": "zzz", "typ": "at+jwt"}),
         hs.mint(FRESH, header={"alg": "HS256", "kid": "h", "typ": "at+jwt"}),
         hs.mint(FRESH, header={"alg": "HS256", "kid": "a", "typ": "at+jwt"}),
-        mint.mint("HS256", mint.spki_pem(ES_A.private), FRESH, header={"alg": "HS256", "kid": "a"}),
+        forge.mint({"alg": "HS256", "kid": "a"}, FRESH, forge.spki_pem(ES_A.private)),
     ]
     # The same JSON header written in several byte forms, more than a handful.
     for spacing in range(8):
@@ -116,19 +113,12 @@ def test_threads_never_see_each_others_claims() -> None:
         for t in range(8)
     ]
     mismatches: list[str] = []
-    barrier = threading.Barrier(8)
 
     def work(t: int) -> None:
-        barrier.wait()
         for i, token in enumerate(per_thread[t] * 3):
             sub = check.verify(token, NOW)["sub"]
             if sub != f"t{t}-{i % 30}":
                 mismatches.append(f"thread {t} token {i} got {sub}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
+    assert together(8, work) == []
     assert mismatches == []

@@ -1,24 +1,29 @@
 """Shared fixtures for the ``grelmicro.jwt`` tests.
 
 Time is pinned: every verification passes ``now=NOW`` (or a fake clock), so
-no test depends on the wall clock. Tokens are minted by :mod:`minting` with
+no test depends on the wall clock. Tokens are minted by :mod:`forge` with
 ``cryptography`` directly, never with the code under test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from minting import ASYMMETRIC, NOW, SECRET, FakeClock, SigningKey, hmac_key, private_key
+from forge import ASYMMETRIC, NOW, SECRET, Signer, hmac_key, private_key
+from servers import DocumentServer
+from support import FakeClock
 
 from grelmicro.jwt import JWTVerifier, Key
 
 
 @pytest.fixture
-def signer() -> SigningKey:
-    """The HS256 key whose secret is :data:`minting.SECRET`."""
+def signer() -> Signer:
+    """The HS256 key whose secret is :data:`forge.SECRET`."""
     return hmac_key()
 
 
@@ -38,7 +43,7 @@ def make_verifier() -> Callable[..., JWTVerifier]:
 
 
 @pytest.fixture
-def token(signer: SigningKey) -> Callable[..., str]:
+def token(signer: Signer) -> Callable[..., str]:
     """Mint an HS256 token; ``exp`` defaults to an hour after :data:`NOW`."""
 
     def mint(**claims: Any) -> str:
@@ -50,10 +55,52 @@ def token(signer: SigningKey) -> Callable[..., str]:
 
 
 @pytest.fixture(params=ASYMMETRIC)
-def asymmetric(request: pytest.FixtureRequest) -> SigningKey:
+def asymmetric(request: pytest.FixtureRequest) -> Signer:
     """One signing key per asymmetric algorithm family."""
     algorithm: str = request.param
     return private_key(algorithm, kid=f"{algorithm.lower()}-1")
+
+
+@pytest.fixture
+def server() -> Iterator[DocumentServer]:
+    """A document server on 127.0.0.1 (a key source), stopped when the test ends."""
+    srv = DocumentServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def other_server() -> Iterator[DocumentServer]:
+    """A second, independent document server (another issuer)."""
+    srv = DocumentServer().start()
+    yield srv
+    srv.stop()
+
+
+#: The three cache set-ups every cache-sensitive behaviour is checked under.
+CACHE_MODES = {
+    "uncached": {"cache_size": 0},
+    "digest": {"cache_key": "digest"},
+    "token": {"cache_key": "token"},
+}
+
+
+@pytest.fixture(params=list(CACHE_MODES))
+def cache_mode(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Each behaviour holds with the cache off, keyed by digest, keyed by token."""
+    return dict(CACHE_MODES[request.param])
+
+
+@pytest.fixture(scope="session")
+def demo() -> tuple[str, dict[str, str]]:
+    """``examples/fastapi_demo.py`` run once: its output, and its blocks by title."""
+    demo_script = Path(__file__).resolve().parents[2] / "examples" / "fastapi_demo.py"
+    result = subprocess.run(
+        [sys.executable, str(demo_script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    blocks = {block.split("\n", 1)[0]: block for block in result.stdout.split("--- ")[1:]}
+    return result.stdout, blocks
 
 
 @pytest.fixture

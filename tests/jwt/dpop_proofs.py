@@ -1,19 +1,17 @@
 """Mint DPoP proofs (RFC 9449) and DPoP-bound access tokens by hand, for the tests.
 
 Independent of ``grelmicro``: proofs are signed with ``cryptography`` through
-:mod:`minting`, and the RFC 7638 thumbprint is computed here with
+:mod:`forge`, which also computes the RFC 7638 thumbprint and ``ath`` with
 :mod:`hashlib` and :mod:`json`, so the core is checked against another
 implementation of both RFCs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from typing import Any
 
-from minting import NOW, SigningKey, b64url, compact_json, hmac_key, private_key
+from forge import NOW, Signer, ath, hmac_key, private_key, thumbprint
 
 #: Proof algorithms the tests cover (RFC 9449 names asymmetric JWS algorithms).
 PROOF_ALGORITHMS = ("ES256", "ES384", "PS256", "RS256", "EdDSA")
@@ -21,31 +19,12 @@ PROOF_ALGORITHMS = ("ES256", "ES384", "PS256", "RS256", "EdDSA")
 #: The URI every test request goes to, unless it says otherwise.
 URI = "https://api.example.com/items"
 
-#: Members of a JWK that its RFC 7638 thumbprint covers.
-_THUMBPRINT_MEMBERS = {
-    "RSA": ("e", "kty", "n"),
-    "EC": ("crv", "kty", "x", "y"),
-    "OKP": ("crv", "kty", "x"),
-}
-
-
-def thumbprint(jwk: dict[str, Any]) -> str:
-    """The RFC 7638 SHA-256 thumbprint of a public JWK."""
-    members = {name: jwk[name] for name in _THUMBPRINT_MEMBERS[jwk["kty"]]}
-    canonical = json.dumps(members, sort_keys=True, separators=(",", ":")).encode()
-    return b64url(hashlib.sha256(canonical).digest())
-
-
-def ath(access_token: str) -> str:
-    """``ath``: base64url of the SHA-256 of the access token."""
-    return b64url(hashlib.sha256(access_token.encode("ascii")).digest())
-
 
 class ProofSigner:
     """A client's DPoP key: signs proofs and names itself in ``cnf.jkt``."""
 
     def __init__(self, algorithm: str = "ES256", *, seed: int = 0) -> None:
-        self.key: SigningKey = private_key(algorithm, seed=seed)
+        self.key: Signer = private_key(algorithm, seed=seed)
         self.algorithm = algorithm
         public = self.key.public_jwk()
         self.jwk = {name: value for name, value in public.items() if name not in {"alg", "use"}}
@@ -81,10 +60,10 @@ class ProofSigner:
         for name in drop:
             head.pop(name, None)
             body.pop(name, None)
-        return self.key.mint_raw(compact_json(head), compact_json(body))
+        return self.key.mint(body, header=head)
 
 
-#: The issuer of the access tokens (HS256 over :data:`minting.SECRET`).
+#: The issuer of the access tokens (HS256 over :data:`forge.SECRET`).
 ISSUER = hmac_key()
 
 

@@ -10,6 +10,7 @@ Servers bind port 0 (an ephemeral port) and stop when the test ends.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import datetime
@@ -19,10 +20,14 @@ import socket
 import ssl
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import httpx
+from forge import Signer
 
 
 @dataclass
@@ -224,3 +229,65 @@ def make_tls() -> TLSFiles:
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server.load_cert_chain(cert_path, key_path)
     return TLSFiles(server=server, ca_pem=ca.public_bytes(pem))
+
+
+def jwks_of(*keys: Signer) -> dict[str, Any]:
+    """A JWKS document publishing the keys of ``keys``."""
+    return {"keys": [key.public_jwk() for key in keys]}
+
+
+# -- a real ASGI server -----------------------------------------------------------
+
+
+class Running:
+    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
+
+    def __init__(self, app: Any) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        # Accepted connections inherit TCP_NODELAY from the listener; without it
+        # every response waits ~40 ms on Nagle + delayed ACK (uvicorn sets it only
+        # on sockets it creates itself).
+        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        import uvicorn  # noqa: PLC0415 - only the FastAPI tests need it
+
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self.server.serve(sockets=[self.listener]))
+        except BaseException as exc:  # a failed start-up exits through SystemExit
+            self.error = exc
+
+    def start(self) -> bool:
+        """Start; ``False`` if the application refused to start."""
+        self.thread.start()
+        for _ in range(1000):
+            if self.server.started:
+                return True
+            if not self.thread.is_alive():
+                return False
+            self.thread.join(0.01)
+        raise AssertionError("uvicorn did not start within 10 s")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+        self.listener.close()
+
+
+@contextlib.contextmanager
+def serve(app: Any) -> Iterator[httpx.Client]:
+    """``app`` served by :class:`Running`; an httpx client on its URL."""
+    running = Running(app)
+    assert running.start(), f"application failed to start: {running.error!r}"
+    try:
+        with httpx.Client(base_url=running.url, timeout=10) as client:
+            yield client
+    finally:
+        running.stop()

@@ -13,9 +13,10 @@ import types
 from collections.abc import Callable
 
 import pytest
-from minting import NOW, SECRET, SigningKey, tamper
+from forge import NOW, SECRET, Signer, tamper
 
 from grelmicro.jwt import (
+    CacheInfo,
     Claims,
     ExpiredTokenError,
     InvalidAudienceError,
@@ -144,7 +145,7 @@ def test_reverified_after_the_ttl(cache_key: str, token: Callable[..., str]):
 
 
 @pytest.mark.parametrize("leeway", [0, 5])
-def test_cached_entry_never_outlives_max_age(leeway: float, cache_key: str, signer: SigningKey):
+def test_cached_entry_never_outlives_max_age(leeway: float, cache_key: str, signer: Signer):
     """A token past ``max_age`` is refused even if it was cached while young."""
     verifier = JWTVerifier([Key.secret(SECRET)], max_age=60, leeway=leeway, cache_key=cache_key)
     text = signer.mint({"exp": NOW + 1000, "iat": NOW - 50})
@@ -162,7 +163,7 @@ def test_cached_entry_never_outlives_max_age(leeway: float, cache_key: str, sign
 # -- what is never stored ---------------------------------------------------------------
 
 
-def test_tokens_without_exp_are_never_stored(cache_key: str, signer: SigningKey):
+def test_tokens_without_exp_are_never_stored(cache_key: str, signer: Signer):
     verifier = JWTVerifier([Key.secret(SECRET)], require_exp=False, cache_key=cache_key)
     text = signer.mint({"sub": "forever"})
 
@@ -356,7 +357,7 @@ def test_cache_size_zero_holds_nothing(token: Callable[..., str]):
 
 
 def test_a_clock_going_back_misses_the_cache_and_lets_the_core_decide(
-    cache_key: str, signer: SigningKey
+    cache_key: str, signer: Signer
 ):
     """An entry is served only from its storing time on: an earlier ``now`` re-verifies."""
     verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key)
@@ -367,3 +368,38 @@ def test_a_clock_going_back_misses_the_cache_and_lets_the_core_decide(
     assert verifier.verify(text, now=NOW + 1) is first
     with pytest.raises(TokenNotYetValidError):
         verifier.verify(text, now=NOW - 11)
+
+
+def test_cache_stats_count_hits_and_misses(
+    make_verifier: Callable[..., JWTVerifier], token: Callable[..., str]
+):
+    verifier = make_verifier(cache_stats=True, cache_size=8)
+    first, second = token(sub="a"), token(sub="b")
+
+    verifier.verify(first, now=NOW)
+    verifier.verify(first, now=NOW)
+    verifier.verify(first.encode(), now=NOW)
+    verifier.verify(second, now=NOW)
+    with pytest.raises(ExpiredTokenError):
+        verifier.verify(token(exp=NOW - 1), now=NOW)
+
+    assert verifier.cache_info() == CacheInfo(hits=2, misses=3, size=2, max_size=8)
+
+
+@pytest.mark.parametrize("cache_key", ["digest", "token"])
+def test_cache_stats_in_both_key_modes(
+    cache_key: str, make_verifier: Callable[..., JWTVerifier], token: Callable[..., str]
+):
+    verifier = make_verifier(cache_stats=True, cache_key=cache_key)
+    text = token()
+
+    for _ in range(5):
+        verifier.verify(text, now=NOW)
+
+    assert (verifier.cache_info().hits, verifier.cache_info().misses) == (4, 1)
+
+
+def test_cache_info_without_stats(make_verifier: Callable[..., JWTVerifier]):
+    info = make_verifier(cache_size=0).cache_info()
+
+    assert info == CacheInfo(hits=None, misses=None, size=0, max_size=0)

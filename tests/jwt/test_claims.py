@@ -17,7 +17,7 @@ from typing import Any
 
 import pydantic
 import pytest
-from minting import NOW, SECRET, SigningKey
+from forge import NOW, SECRET, Signer
 
 from grelmicro.jwt import Claims, ConfigurationError, InvalidClaimError, JWTVerifier, Key
 
@@ -50,7 +50,7 @@ def verifier() -> JWTVerifier:
 
 
 @pytest.fixture
-def claims_for(signer: SigningKey, verifier: JWTVerifier) -> Callable[..., Claims]:
+def claims_for(signer: Signer, verifier: JWTVerifier) -> Callable[..., Claims]:
     no_audience = JWTVerifier([Key.secret(SECRET)], require_exp=False)
 
     def verify(payload: dict[str, Any]) -> Claims:
@@ -211,7 +211,7 @@ def test_to_dict_is_a_deep_mutable_copy(claims: Claims):
 
 
 def test_mutating_to_dict_output_leaves_the_claims_alone(
-    claims: Claims, verifier: JWTVerifier, signer: SigningKey
+    claims: Claims, verifier: JWTVerifier, signer: Signer
 ):
     token = signer.mint(PAYLOAD)
     shared = verifier.verify(token, now=NOW)
@@ -341,7 +341,7 @@ def test_no_caller_can_mutate_what_another_sees(
     mutate: Callable[[Claims], object],
     error: type[Exception] | None,
     verifier: JWTVerifier,
-    signer: SigningKey,
+    signer: Signer,
 ):
     token = signer.mint(PAYLOAD)
     request_a = verifier.verify(token, now=NOW)
@@ -387,7 +387,7 @@ def test_copies_stay_equal_and_frozen(claims: Claims):
 # -- repr ----------------------------------------------------------------------------------
 
 
-def test_repr_shows_no_token(signer: SigningKey, verifier: JWTVerifier):
+def test_repr_shows_no_token(signer: Signer, verifier: JWTVerifier):
     token = signer.mint(PAYLOAD)
 
     text = repr(verifier.verify(token, now=NOW))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minting import SECRET, hmac_key, private_key
+from forge import SECRET, hmac_key, private_key
 
 SECRET_TEXT = SECRET.decode()
 

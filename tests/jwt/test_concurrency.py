@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from minting import NOW, SECRET, hmac_key, private_key, tamper
+from forge import NOW, SECRET, hmac_key, private_key, tamper
 
 from grelmicro.jwt import (
     Claims,
@@ -100,9 +100,9 @@ def key_sets() -> tuple[list[Key], list[Key]]:
     other = private_key("HS512", kid="other", seed=2)
     always = [
         Key.secret(SECRET, "HS256", kid="stable"),
-        Key.secret(other.material, "HS512", kid="other"),
+        Key.secret(other.private, "HS512", kid="other"),
     ]
-    with_rotating = [*always, Key.secret(rotating.material, "HS512", kid="rotating")]
+    with_rotating = [*always, Key.secret(rotating.private, "HS512", kid="rotating")]
     return with_rotating, always
 
 

@@ -1,7 +1,7 @@
 """DPoP proofs (RFC 9449): the core's proof check, the binding rules, replay and nonces.
 
 Proofs and access tokens are minted by :mod:`dpop_proofs` with
-``cryptography``; time is pinned to :data:`minting.NOW`.
+``cryptography``; time is pinned to :data:`forge.NOW`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token, ath
-from minting import NOW, SECRET, b64url, compact_json, hmac_key, nested_array, private_key
+from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token
+from forge import NOW, SECRET, ath, b64url, hmac_key, json_bytes, nested_array, private_key
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -129,14 +129,14 @@ def _hmac_proof() -> str:
     secret = b"s" * 32
     head = {"typ": "dpop+jwt", "alg": "HS256", "jwk": {"kty": "oct", "k": b64url(secret)}}
     body = {"jti": "h", "htm": "GET", "htu": URI, "iat": NOW, "ath": ath(TOKEN)}
-    return hmac_key(secret=secret).mint_raw(compact_json(head), compact_json(body))
+    return hmac_key(secret=secret).mint(body, header=head)
 
 
 def _signed_by_other() -> str:
     """A proof whose header names the bound key but whose signature is another key's."""
     head = {"typ": "dpop+jwt", "alg": "ES256", "jwk": ES.jwk}
     body = {"jti": "o", "htm": "GET", "htu": URI, "iat": NOW, "ath": ath(TOKEN)}
-    return OTHER.key.mint_raw(compact_json(head), compact_json(body))
+    return OTHER.key.mint(body, header=head)
 
 
 def _tampered() -> str:
@@ -146,7 +146,7 @@ def _tampered() -> str:
 
 
 def _raw(header: bytes, payload: bytes) -> str:
-    return ES.key.mint_raw(header, payload)
+    return ES.key.mint(payload, header=header)
 
 
 _GOOD_HEADER = {"typ": "dpop+jwt", "alg": "ES256", "jwk": ES.jwk}
@@ -165,7 +165,7 @@ BROKEN: list[tuple[str, str, type[Exception], str]] = [
     ("alg-hmac", _hmac_proof(), DPoPProofError, "alg"),
     (
         "alg-none",
-        _raw(compact_json({**_GOOD_HEADER, "alg": "none"}), compact_json(_body())),
+        _raw(json_bytes({**_GOOD_HEADER, "alg": "none"}), json_bytes(_body())),
         DPoPProofError,
         "alg",
     ),
@@ -213,16 +213,14 @@ BROKEN: list[tuple[str, str, type[Exception], str]] = [
     (
         "duplicate-member",
         _raw(
-            b'{"typ":"dpop+jwt","typ":"dpop+jwt","alg":"ES256","jwk":'
-            + compact_json(ES.jwk)
-            + b"}",
-            compact_json(_body()),
+            b'{"typ":"dpop+jwt","typ":"dpop+jwt","alg":"ES256","jwk":' + json_bytes(ES.jwk) + b"}",
+            json_bytes(_body()),
         ),
         DPoPProofError,
         "structure",
     ),
-    ("payload-not-object", _raw(compact_json(_GOOD_HEADER), b"[1]"), DPoPProofError, "structure"),
-    ("payload-not-json", _raw(compact_json(_GOOD_HEADER), b"{jti}"), DPoPProofError, "structure"),
+    ("payload-not-object", _raw(json_bytes(_GOOD_HEADER), b"[1]"), DPoPProofError, "structure"),
+    ("payload-not-json", _raw(json_bytes(_GOOD_HEADER), b"{jti}"), DPoPProofError, "structure"),
     (
         "too-deep",
         ES.proof(access_token=TOKEN, claims={"x": nested_array(70)}),
@@ -639,4 +637,4 @@ def test_dpop_kinds_map_to_their_classes(kind: str, cls: type[Exception]):
 def test_the_rsa_signer_is_a_real_rsa_key():
     # The table's weak-RSA case must fail for its size, not for its shape.
     signer = private_key("RS256")
-    assert signer.material.key_size == 2048
+    assert signer.private.key_size == 2048

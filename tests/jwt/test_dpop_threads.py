@@ -9,35 +9,14 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
-from minting import NOW, SECRET
+from forge import NOW, SECRET
+from support import together
 
 from grelmicro.jwt import DPoPReplayError, DPoPVerifier, JWTVerifier, Key, ReplayStore
 
 THREADS = 12
-
-
-def flood(work: Callable[[int], None]) -> list[BaseException]:
-    """Run ``work(thread_index)`` in :data:`THREADS` threads started together."""
-    barrier = threading.Barrier(THREADS)
-    unexpected: list[BaseException] = []
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            work(index)
-        except BaseException as exc:
-            unexpected.append(exc)
-
-    threads = [threading.Thread(target=run, args=(index,)) for index in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads)
-    return unexpected
 
 
 def test_each_key_is_accepted_exactly_once_across_threads():
@@ -65,7 +44,7 @@ def test_each_key_is_accepted_exactly_once_across_threads():
             accepted.update(mine)
             replays[seed] = refused
 
-    assert flood(work) == []
+    assert together(THREADS, work) == []
     # Every key was presented 12 times: accepted once, refused 11 times.
     assert sorted(accepted) == list(range(len(keys)))
     assert set(accepted.values()) == {1}
@@ -91,7 +70,7 @@ def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
         with lock:
             outcomes.update(local)
 
-    assert flood(work) == []
+    assert together(THREADS, work) == []
     assert outcomes["replay"] == 0
     assert outcomes["accepted"] == len(store) <= 256
     assert max(store.shard_lengths()) <= store.shard_size
@@ -118,7 +97,7 @@ def test_expired_entries_make_room_again_under_threads():
                 if not exc.store_full:
                     raise
 
-    assert flood(work) == []
+    assert together(THREADS, work) == []
     # Full again, of new entries only: every expired one was drained.
     assert len(store) == 64
     remembered = {key for shard in store._shards for key in shard.entries}
@@ -158,6 +137,6 @@ def test_replayed_proofs_across_threads_are_accepted_once():
         with lock:
             accepted.update(mine)
 
-    assert flood(work) == []
+    assert together(THREADS, work) == []
     assert sorted(accepted) == list(range(len(proofs)))
     assert set(accepted.values()) == {1}

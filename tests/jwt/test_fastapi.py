@@ -6,11 +6,8 @@ lifespan, websockets, ``-> Claims`` routes and the ``Depends(verifier.verify)``
 mistake. Time is pinned with the verifier's clock.
 """
 
-import asyncio
 import json
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -20,10 +17,10 @@ from typing import Annotated, Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
-from minting import NOW, SECRET, hmac_key, private_key, tamper
+from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
+from servers import DocumentServer, Running, jwks_of, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -33,60 +30,6 @@ from grelmicro.jwt.fastapi import JWTBearer, check_routes
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://api.example.com"
 PROBLEM = "application/problem+json"
-
-
-# -- a real server -------------------------------------------------------------
-
-
-class Running:
-    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
-
-    def __init__(self, app: Any) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        # Accepted connections inherit TCP_NODELAY from the listener; without it
-        # every response waits ~40 ms on Nagle + delayed ACK (uvicorn sets it only
-        # on sockets it creates itself).
-        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self.server.serve(sockets=[self.listener]))
-        except BaseException as exc:  # a failed start-up exits through SystemExit
-            self.error = exc
-
-    def start(self) -> bool:
-        """Start; ``False`` if the application refused to start."""
-        self.thread.start()
-        for _ in range(1000):
-            if self.server.started:
-                return True
-            if not self.thread.is_alive():
-                return False
-            self.thread.join(0.01)
-        raise AssertionError("uvicorn did not start within 10 s")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-        self.listener.close()
-
-
-@contextmanager
-def serve(app: Any) -> Iterator[httpx.Client]:
-    running = Running(app)
-    assert running.start(), f"application failed to start: {running.error!r}"
-    try:
-        with httpx.Client(base_url=running.url, timeout=10) as client:
-            yield client
-    finally:
-        running.stop()
 
 
 # -- the app under test ----------------------------------------------------------
@@ -416,7 +359,12 @@ def test_empty_bearer_credentials_are_invalid_request(client):
 
 @contextmanager
 def documents(pages: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
-    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log."""
+    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log.
+
+    HTTP/1.0, one connection per request: the lifespan test below checks that
+    shutdown ends the refresh task, which it does not do within the test's
+    wait against :class:`servers.DocumentServer`'s keep-alive connections.
+    """
     log: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -508,23 +456,22 @@ def test_websocket_keys_unavailable_closes_with_1013():
     assert closed.value.rcvd.reason == "keys-unavailable"
 
 
-def test_discovery_shows_an_openid_connect_scheme():
+def test_discovery_shows_an_openid_connect_scheme(server: DocumentServer):
     signer = private_key("ES256", kid="k1")
-    pages: dict[str, Any] = {"/jwks.json": {"keys": [signer.public_jwk()]}}
-    with documents(pages) as (base, _):
-        issuer = f"{base}/"
-        pages["/.well-known/openid-configuration"] = {
-            "issuer": issuer,
-            "jwks_uri": f"{base}/jwks.json",
-        }
-        verifier = JWTVerifier(
-            discover=issuer, allow_insecure_loopback=True, audience=AUDIENCE, clock=lambda: NOW
-        )
-        app, _ = build(verifier)
-        with serve(app) as client:
-            schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
-            token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
-            assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
+    base = server.url("")
+    issuer = f"{base}/"
+    server.set("/jwks.json", jwks_of(signer))
+    server.set(
+        "/.well-known/openid-configuration", {"issuer": issuer, "jwks_uri": f"{base}/jwks.json"}
+    )
+    verifier = JWTVerifier(
+        discover=issuer, allow_insecure_loopback=True, audience=AUDIENCE, clock=lambda: NOW
+    )
+    app, _ = build(verifier)
+    with serve(app) as client:
+        schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
+        token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
+        assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
     assert schemes == {
         "JWTBearer": {
             "type": "openIdConnect",
@@ -784,17 +731,8 @@ def test_construction_refusals():
 # -- the demo ------------------------------------------------------------------------------------
 
 
-def test_demo_prints_each_answer_and_stops_cleanly():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fastapi_demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
-    blocks = {block.split("\n", 1)[0]: block for block in out.split("--- ")[1:]}
+def test_demo_prints_each_answer_and_stops_cleanly(demo: tuple[str, dict[str, str]]):
+    out, blocks = demo
     expected = {
         "valid token, scope read:items": ("HTTP/1.1 200 OK", "WWW-Authenticate: (none)"),
         "expired token": (

@@ -13,13 +13,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from minting import NOW, FakeClock, SigningKey, private_key
-from servers import DocumentServer, make_tls
+from forge import NOW, Signer, hmac_key, private_key
+from servers import DocumentServer, jwks_of, make_tls
+from support import FakeClock, together
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -48,11 +48,7 @@ FAST = FetchOptions(
 )
 
 
-def document(*keys: SigningKey) -> dict[str, Any]:
-    return {"keys": [key.public_jwk() for key in keys]}
-
-
-def mint(key: SigningKey, iss: str = "https://idp.example.com/", **claims: Any) -> str:
+def mint(key: Signer, iss: str = "https://idp.example.com/", **claims: Any) -> str:
     return key.mint({"iss": iss, "aud": AUD, "sub": "user-1", "exp": NOW + 3600, **claims})
 
 
@@ -64,19 +60,12 @@ def settle(verifier: JWTVerifier) -> None:
 
 
 @pytest.fixture
-def server() -> Iterator[DocumentServer]:
-    srv = DocumentServer().start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def k1() -> SigningKey:
+def k1() -> Signer:
     return private_key("RS256", kid="k1", seed=11)
 
 
 @pytest.fixture
-def k2() -> SigningKey:
+def k2() -> Signer:
     return private_key("ES256", kid="k2", seed=12)
 
 
@@ -147,8 +136,8 @@ def test_fetch_options_are_checked(options: dict[str, Any]) -> None:
         FetchOptions(**options)
 
 
-def test_building_makes_no_request(server: DocumentServer, k1: SigningKey) -> None:
-    server.set(JWKS, document(k1))
+def test_building_makes_no_request(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     assert server.count(JWKS) == 0
     assert verifier.health().ready is False
@@ -158,8 +147,8 @@ def test_building_makes_no_request(server: DocumentServer, k1: SigningKey) -> No
 # -- loading, TLS, freshness -------------------------------------------------
 
 
-def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: SigningKey) -> None:
-    server.set(JWKS, document(k1))
+def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     health = verifier.health()
@@ -171,11 +160,11 @@ def test_first_sync_verify_loads_the_keys(server: DocumentServer, k1: SigningKey
     verifier.close()
 
 
-def test_https_with_a_client_that_trusts_the_test_ca(k1: SigningKey) -> None:
+def test_https_with_a_client_that_trusts_the_test_ca(k1: Signer) -> None:
     tls = make_tls()
     server = DocumentServer(tls=tls.server).start()
     try:
-        server.set(JWKS, document(k1))
+        server.set(JWKS, jwks_of(k1))
         with httpx.Client(verify=tls.client_context()) as client:
             verifier = JWTVerifier(
                 jwks_url=server.url(JWKS),
@@ -208,9 +197,9 @@ def test_https_with_a_client_that_trusts_the_test_ca(k1: SigningKey) -> None:
     ],
 )
 def test_cache_control_sets_expiry_within_bounds(
-    server: DocumentServer, k1: SigningKey, headers: dict[str, str], expected_ttl: int
+    server: DocumentServer, k1: Signer, headers: dict[str, str], expected_ttl: int
 ) -> None:
-    server.set(JWKS, document(k1), headers=headers)
+    server.set(JWKS, jwks_of(k1), headers=headers)
     verifier = network_verifier(server, FakeClock())
     verifier.verify(mint(k1))
     assert verifier.health().expires_at == NOW + expected_ttl
@@ -218,16 +207,16 @@ def test_cache_control_sets_expiry_within_bounds(
 
 
 def test_expired_keys_refresh_in_the_background_while_requests_go_on(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock, cache_size=0)
     verifier.verify(mint(k1))
     clock.now += 99
     verifier.verify(mint(k1))
     assert server.count(JWKS) == 1
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"}, delay=0.3)
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"}, delay=0.3)
     clock.now += 2
     started = time.perf_counter()
     verifier.verify(mint(k1))  # due: a thread refreshes, this call does not wait
@@ -241,14 +230,14 @@ def test_expired_keys_refresh_in_the_background_while_requests_go_on(
 
 
 def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     clock = FakeClock()
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
     for i in range(200):
-        forged = SigningKey("RS256", k1.material, f"invented-{i}")
+        forged = k1.with_kid(f"invented-{i}")
         with pytest.raises(UnknownKeyError):
             verifier.verify(mint(forged, jti=str(i)))
     assert server.count(JWKS) == 2  # the load, then one refresh for the whole flood
@@ -257,21 +246,21 @@ def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
     assert time.perf_counter() - started < 0.5  # no wait for a fetch (each is 0.5 s+ here)
     clock.now += 31  # the next cooldown allows one more
     with pytest.raises(UnknownKeyError):
-        verifier.verify(mint(SigningKey("RS256", k1.material, "again")))
+        verifier.verify(mint(k1.with_kid("again")))
     assert server.count(JWKS) == 3
     verifier.close()
 
 
 def test_rotation_that_adds_a_key_keeps_the_cache(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     old = mint(k1)
     assert verifier.verify(old)["sub"] == "user-1"
     cache_before = verifier._cache
     # The provider adds k2: a token naming it triggers one refresh; cache kept.
-    server.set(JWKS, document(k1, k2))
+    server.set(JWKS, jwks_of(k1, k2))
     assert verifier.verify(mint(k2))["sub"] == "user-1"
     assert verifier._cache is cache_before
     assert verifier.cache_info().size == 2
@@ -279,19 +268,19 @@ def test_rotation_that_adds_a_key_keeps_the_cache(
 
 
 def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
     # A kid-less token verifies while k1 is the only RS256 key (design.md §3).
     # Once the provider adds a second RS256 key the same token is ambiguous:
     # the cache must not keep serving the answer the old key set gave.
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
-    kid_less = mint(SigningKey("RS256", k1.material, None))
+    kid_less = mint(k1.with_kid(None))
     assert verifier.verify(kid_less)["sub"] == "user-1"
     assert verifier.cache_info().size == 1
     second_rs256 = private_key("RS256", kid="k1b", seed=13)
-    server.set(JWKS, document(k1, second_rs256), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1, second_rs256), headers={"Cache-Control": "max-age=100"})
     clock.now += 101
     verifier.verify(mint(second_rs256, jti="trigger"))  # due: the refresh adds it
     settle(verifier)
@@ -301,15 +290,15 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
 
 
 def test_withdrawn_key_stops_verifying_even_from_the_cache(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1, k2), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1, k2), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
     old = mint(k1)
     verifier.verify(old)
     before = verifier._cache
-    server.set(JWKS, document(k2), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k2), headers={"Cache-Control": "max-age=100"})
     clock.now += 101
     verifier.verify(mint(k2, jti="trigger"))  # due: the refresh withdraws k1
     settle(verifier)
@@ -319,11 +308,9 @@ def test_withdrawn_key_stops_verifying_even_from_the_cache(
     verifier.close()
 
 
-def test_a_refresh_with_the_same_keys_changes_nothing(
-    server: DocumentServer, k1: SigningKey
-) -> None:
+def test_a_refresh_with_the_same_keys_changes_nothing(server: DocumentServer, k1: Signer) -> None:
     clock = FakeClock()
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
     verifier = network_verifier(server, clock)
     verifier.verify(mint(k1))
     before = (verifier._cache, verifier._engine)
@@ -335,8 +322,8 @@ def test_a_refresh_with_the_same_keys_changes_nothing(
     assert verifier.cache_info().size == 2
 
 
-def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: SigningKey) -> None:
-    secret = SigningKey("HS256", b"s" * 32, "hs")
+def test_fetched_symmetric_keys_are_never_used(server: DocumentServer, k1: Signer) -> None:
+    secret = hmac_key(secret=b"s" * 32, kid="hs")
     server.set(JWKS, {"keys": [k1.public_jwk(), secret.public_jwk()]})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))
@@ -370,19 +357,28 @@ FAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("fault", [*FAULTS, "down"])
-def test_no_keys_at_start_is_a_503_never_a_401(
-    server: DocumentServer, k1: SigningKey, fault: str
-) -> None:
+def break_source(server: DocumentServer, fault: str) -> None:
+    """Make ``server``'s JWKS answer with ``fault`` (``"down"``: nothing listens any more)."""
     if fault == "down":
-        url = server.url(JWKS)
         server.stop()
     else:
         server.set(JWKS, **FAULTS[fault])
-        url = server.url(JWKS)
-    verifier = JWTVerifier(
+
+
+def faulty_source(server: DocumentServer, fault: str) -> JWTVerifier:
+    """A verifier (no keys yet) over ``server``'s JWKS, broken by ``fault``."""
+    url = server.url(JWKS)
+    break_source(server, fault)
+    return JWTVerifier(
         jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
     )
+
+
+@pytest.mark.parametrize("fault", [*FAULTS, "down"])
+def test_no_keys_at_start_is_a_503_never_a_401(
+    server: DocumentServer, k1: Signer, fault: str
+) -> None:
+    verifier = faulty_source(server, fault)
     started = time.perf_counter()
     with pytest.raises(KeysUnavailableError) as caught:
         verifier.verify(mint(k1))
@@ -403,20 +399,17 @@ def test_no_keys_at_start_is_a_503_never_a_401(
 
 @pytest.mark.parametrize("fault", [*FAULTS, "down"])
 def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
-    k1: SigningKey, fault: str, caplog: pytest.LogCaptureFixture
+    k1: Signer, fault: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = DocumentServer().start()
     try:
         clock = FakeClock()
-        server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=100"})
+        server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
         options = dataclasses.replace(FAST, log_interval=1000)
         verifier = network_verifier(server, clock, options, cache_size=0)
         token = mint(k1)
         verifier.verify(token)
-        if fault == "down":
-            server.stop()
-        else:
-            server.set(JWKS, **FAULTS[fault])
+        break_source(server, fault)
         caplog.set_level(logging.WARNING, "grelmicro.jwt")
         # Past expiry, within the staleness bound: served, counted, logged once.
         for step in range(5):
@@ -445,17 +438,9 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
 @pytest.mark.anyio
 @pytest.mark.parametrize("fault", ["5xx", "html", "slow", "drip", "oversize-no-length", "down"])
 async def test_async_faults_end_in_a_503_within_the_timeouts(
-    server: DocumentServer, k1: SigningKey, fault: str
+    server: DocumentServer, k1: Signer, fault: str
 ) -> None:
-    if fault == "down":
-        url = server.url(JWKS)
-        server.stop()
-    else:
-        server.set(JWKS, **FAULTS[fault])
-        url = server.url(JWKS)
-    verifier = JWTVerifier(
-        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
-    )
+    verifier = faulty_source(server, fault)
     started = time.perf_counter()
     await verifier.start()  # logs, does not raise
     with pytest.raises(KeysUnavailableError):
@@ -465,7 +450,7 @@ async def test_async_faults_end_in_a_503_within_the_timeouts(
     await verifier.aclose()
 
 
-def test_an_oversize_document_is_not_read_past_the_cap(k1: SigningKey) -> None:
+def test_an_oversize_document_is_not_read_past_the_cap(k1: Signer) -> None:
     server = DocumentServer().start()
     try:
         # 50 MB announced, dripped without a length: we stop after the cap.
@@ -483,7 +468,7 @@ def test_an_oversize_document_is_not_read_past_the_cap(k1: SigningKey) -> None:
 
 def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
     keys = [private_key("ES256", kid=f"k{i}", seed=100 + i) for i in range(4)]
-    server.set(JWKS, document(*keys))
+    server.set(JWKS, jwks_of(*keys))
     options = FetchOptions(max_keys=3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, clock=FakeClock()
@@ -493,9 +478,9 @@ def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
     verifier.close()
 
 
-def test_a_redirect_is_never_followed(server: DocumentServer, k1: SigningKey) -> None:
+def test_a_redirect_is_never_followed(server: DocumentServer, k1: Signer) -> None:
     server.set(JWKS, "", status=301, headers={"Location": "/real.json"})
-    server.set("/real.json", document(k1))
+    server.set("/real.json", jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
     with pytest.raises(KeysUnavailableError, match="redirect"):
         verifier.verify(mint(k1))
@@ -506,10 +491,8 @@ def test_a_redirect_is_never_followed(server: DocumentServer, k1: SigningKey) ->
 # -- single flight: threads and tasks ----------------------------------------
 
 
-def test_fifty_threads_during_a_load_share_one_fetch(
-    server: DocumentServer, k1: SigningKey
-) -> None:
-    server.set(JWKS, document(k1), delay=0.3)
+def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, jwks_of(k1), delay=0.3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
@@ -518,48 +501,28 @@ def test_fifty_threads_during_a_load_share_one_fetch(
         audience=AUD,
         cache_size=0,
     )
-    barrier = threading.Barrier(50)
     results: list[object] = []
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        try:
-            results.append(verifier.verify(mint(k1, jti=str(i)))["sub"])
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    assert (
+        together(50, lambda i: results.append(verifier.verify(mint(k1, jti=str(i)))["sub"])) == []
+    )
     assert results == ["user-1"] * 50
     assert server.count(JWKS) == 1
     verifier.close()
 
 
 def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock(), cache_size=0)
     verifier.verify(mint(k1))
-    server.set(JWKS, document(k1, k2), delay=0.3)
-    barrier = threading.Barrier(50)
+    server.set(JWKS, jwks_of(k1, k2), delay=0.3)
     results: list[object] = []
 
-    def worker(i: int) -> None:
-        barrier.wait()
-        try:
-            results.append(verifier.verify(mint(k2, jti=str(i)))["sub"])
-        except Exception as exc:
-            results.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(50)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    assert (
+        together(50, lambda i: results.append(verifier.verify(mint(k2, jti=str(i)))["sub"])) == []
+    )
     assert results == ["user-1"] * 50
     assert server.count(JWKS) == 2
     verifier.close()
@@ -567,9 +530,9 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_fifty_tasks_during_a_load_share_one_fetch(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1), delay=0.3)
+    server.set(JWKS, jwks_of(k1), delay=0.3)
     verifier = network_verifier(server, FakeClock(), cache_size=0)
     tokens = [mint(k1, jti=str(i)) for i in range(50)]
     started = time.perf_counter()
@@ -582,12 +545,12 @@ async def test_fifty_tasks_during_a_load_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1))
+    server.set(JWKS, jwks_of(k1))
     async with network_verifier(server, FakeClock(), cache_size=0) as verifier:
         assert server.count(JWKS) == 1  # start() loaded the keys
-        server.set(JWKS, document(k1, k2), delay=0.3)
+        server.set(JWKS, jwks_of(k1, k2), delay=0.3)
         tokens = [mint(k2, jti=str(i)) for i in range(50)]
         results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
         assert [c["sub"] for c in results] == ["user-1"] * 50
@@ -596,9 +559,9 @@ async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
 
 @pytest.mark.anyio
 async def test_sync_verify_on_the_event_loop_never_blocks(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, document(k1), delay=0.45)
+    server.set(JWKS, jwks_of(k1), delay=0.45)
     verifier = network_verifier(server, FakeClock())
     started = time.perf_counter()
     with pytest.raises(KeysUnavailableError):
@@ -612,9 +575,9 @@ async def test_sync_verify_on_the_event_loop_never_blocks(
 
 @pytest.mark.anyio
 async def test_background_refresh_follows_max_age_and_stops_on_aclose(
-    server: DocumentServer, k1: SigningKey
+    server: DocumentServer, k1: Signer
 ) -> None:
-    server.set(JWKS, document(k1), headers={"Cache-Control": "max-age=0"})
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=0"})
     options = FetchOptions(min_ttl=0.2, max_ttl=10, jitter=0.0, cooldown=0.2)
     token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 600})
     verifier = JWTVerifier(
@@ -632,7 +595,7 @@ async def test_background_refresh_follows_max_age_and_stops_on_aclose(
 
 
 @pytest.mark.anyio
-async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: SigningKey) -> None:
+async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Signer) -> None:
     server = DocumentServer().start()
     try:
         server.set(JWKS, "down", status=500)
@@ -645,7 +608,7 @@ async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Sign
         assert verifier.health().ready is False
         with pytest.raises(KeysUnavailableError):
             await verifier.verify_async(token)
-        server.set(JWKS, document(k1))
+        server.set(JWKS, jwks_of(k1))
         for _ in range(40):
             await asyncio.sleep(0.05)
             if verifier.health().ready:
@@ -661,7 +624,7 @@ async def test_start_with_the_provider_down_does_not_raise_and_recovers(k1: Sign
 
 
 def test_messages_quote_neither_tokens_nor_documents(
-    server: DocumentServer, k1: SigningKey, caplog: pytest.LogCaptureFixture
+    server: DocumentServer, k1: Signer, caplog: pytest.LogCaptureFixture
 ) -> None:
     marker = "SECRET-DOCUMENT-CONTENT"
     server.set(JWKS, '{"keys": "' + marker + '"', status=200)
@@ -676,31 +639,31 @@ def test_messages_quote_neither_tokens_nor_documents(
     verifier.close()
 
 
-def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: SigningKey) -> None:
-    server.set(JWKS, document(k1))
+def test_signature_of_a_known_kid_still_counts(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, jwks_of(k1))
     verifier = network_verifier(server, FakeClock())
-    impostor = SigningKey("RS256", private_key("RS256", seed=99).material, "k1")
+    impostor = private_key("RS256", kid="k1", seed=99)
     with pytest.raises(InvalidSignatureError):
         verifier.verify(mint(impostor))
     assert server.count(JWKS) == 1  # a bad signature is not a reason to refetch
     verifier.close()
 
 
-def test_document_as_json_text(server: DocumentServer, k1: SigningKey) -> None:
-    server.set(JWKS, json.dumps(document(k1)), headers={"Content-Type": "application/jwk-set+json"})
+def test_document_as_json_text(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, json.dumps(jwks_of(k1)), headers={"Content-Type": "application/jwk-set+json"})
     verifier = network_verifier(server, FakeClock())
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     verifier.close()
 
 
 def test_threads_keep_verifying_while_the_provider_rotates(
-    server: DocumentServer, k1: SigningKey, k2: SigningKey
+    server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """Keys refresh every ~50 ms, alternately adding and withdrawing k2; a
     token of the key that stays must verify every single time."""
     k3 = private_key("ES256", kid="k3", seed=13)
     headers = {"Cache-Control": "max-age=0"}
-    server.set(JWKS, document(k1, k2), headers=headers)
+    server.set(JWKS, jwks_of(k1, k2), headers=headers)
     options = FetchOptions(min_ttl=0.05, max_ttl=1, jitter=0.0, cooldown=0.05)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, cache_size=64
@@ -712,7 +675,7 @@ def test_threads_keep_verifying_while_the_provider_rotates(
     def flip() -> None:
         turn = 0
         while time.monotonic() < deadline:
-            server.set(JWKS, document(k1, k2 if turn % 2 else k3), headers=headers)
+            server.set(JWKS, jwks_of(k1, k2 if turn % 2 else k3), headers=headers)
             turn += 1
             time.sleep(0.03)
 

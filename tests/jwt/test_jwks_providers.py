@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minting import NOW, FakeClock, SigningKey, b64url, private_key
+from forge import NOW, Signer, b64url, private_key
 from servers import DocumentServer
+from support import FakeClock
 
 from grelmicro.jwt import (
     FetchOptions,
@@ -31,7 +32,7 @@ FAST = FetchOptions(connect_timeout=1, read_timeout=1, total_timeout=2, jitter=0
 AUD = "api://orders"
 
 
-def certificate_der(key: SigningKey) -> bytes:
+def certificate_der(key: Signer) -> bytes:
     """A self-signed certificate over the key, as x5c carries it."""
     from cryptography import x509  # noqa: PLC0415
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
@@ -43,21 +44,21 @@ def certificate_der(key: SigningKey) -> bytes:
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
-        .public_key(key.material.public_key())
+        .public_key(key.private.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(days=1))
         .not_valid_after(now + datetime.timedelta(days=365))
-        .sign(key.material, hashes.SHA256())
+        .sign(key.private, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.DER)
 
 
-def rsa_members(key: SigningKey) -> dict[str, str]:
+def rsa_members(key: Signer) -> dict[str, str]:
     jwk = key.public_jwk()
     return {"n": jwk["n"], "e": jwk["e"]}
 
 
-def with_cert(key: SigningKey) -> dict[str, Any]:
+def with_cert(key: Signer) -> dict[str, Any]:
     der = certificate_der(key)
     return {
         "x5t": b64url(hashlib.sha1(der).digest()),  # x5t is a SHA-1 thumbprint
@@ -65,7 +66,7 @@ def with_cert(key: SigningKey) -> dict[str, Any]:
     }
 
 
-def entra_v2(keys: list[SigningKey]) -> dict[str, Any]:
+def entra_v2(keys: list[Signer]) -> dict[str, Any]:
     # Entra ID: no "alg" on its keys, x5t/x5c, an "issuer" template per key.
     return {
         "keys": [
@@ -83,14 +84,14 @@ def entra_v2(keys: list[SigningKey]) -> dict[str, Any]:
     }
 
 
-def entra_v1(keys: list[SigningKey]) -> dict[str, Any]:
+def entra_v1(keys: list[Signer]) -> dict[str, Any]:
     document = entra_v2(keys)
     for jwk in document["keys"]:
         del jwk["issuer"]
     return document
 
 
-def auth0(keys: list[SigningKey]) -> dict[str, Any]:
+def auth0(keys: list[Signer]) -> dict[str, Any]:
     return {
         "keys": [
             {
@@ -106,7 +107,7 @@ def auth0(keys: list[SigningKey]) -> dict[str, Any]:
     }
 
 
-def okta(keys: list[SigningKey]) -> dict[str, Any]:
+def okta(keys: list[Signer]) -> dict[str, Any]:
     return {
         "keys": [
             {"kty": "RSA", "alg": "RS256", "kid": key.kid, "use": "sig", **rsa_members(key)}
@@ -115,7 +116,7 @@ def okta(keys: list[SigningKey]) -> dict[str, Any]:
     }
 
 
-def cognito(keys: list[SigningKey]) -> dict[str, Any]:
+def cognito(keys: list[Signer]) -> dict[str, Any]:
     return {
         "keys": [
             {"alg": "RS256", **rsa_members(key), "kid": key.kid, "kty": "RSA", "use": "sig"}
@@ -124,7 +125,7 @@ def cognito(keys: list[SigningKey]) -> dict[str, Any]:
     }
 
 
-def keycloak(keys: list[SigningKey]) -> dict[str, Any]:
+def keycloak(keys: list[Signer]) -> dict[str, Any]:
     # Keycloak lists its encryption key (RSA-OAEP, use: enc) beside the signing keys.
     enc = private_key("RS256", seed=77)
     signing = [
@@ -143,7 +144,7 @@ def keycloak(keys: list[SigningKey]) -> dict[str, Any]:
     return {"keys": [*signing, encryption]}
 
 
-def google(keys: list[SigningKey]) -> dict[str, Any]:
+def google(keys: list[Signer]) -> dict[str, Any]:
     return {
         "keys": [
             {**rsa_members(key), "use": "sig", "kty": "RSA", "alg": "RS256", "kid": key.kid}
@@ -152,7 +153,7 @@ def google(keys: list[SigningKey]) -> dict[str, Any]:
     }
 
 
-PROVIDERS: dict[str, tuple[Callable[[list[SigningKey]], dict[str, Any]], str]] = {
+PROVIDERS: dict[str, tuple[Callable[[list[Signer]], dict[str, Any]], str]] = {
     "entra-v2": (entra_v2, "https://login.microsoftonline.com/9188040d-6c67-4c5b/v2.0"),
     "entra-v1": (entra_v1, "https://sts.windows.net/9188040d-6c67-4c5b/"),
     "auth0": (auth0, "https://tenant.eu.auth0.com/"),
@@ -161,13 +162,6 @@ PROVIDERS: dict[str, tuple[Callable[[list[SigningKey]], dict[str, Any]], str]] =
     "keycloak": (keycloak, "https://sso.example.com/realms/shop"),
     "google": (google, "https://accounts.google.com"),
 }
-
-
-@pytest.fixture
-def server() -> Iterator[DocumentServer]:
-    srv = DocumentServer().start()
-    yield srv
-    srv.stop()
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
@@ -197,7 +191,7 @@ def test_keycloak_encryption_key_never_verifies(server: DocumentServer) -> None:
     verifier = JWTVerifier(
         jwks_url=server.url("/keys"), allow_insecure_loopback=True, issuer=iss, fetch=FAST
     )
-    enc_signer = SigningKey("RS256", private_key("RS256", seed=77).material, "enc-1")
+    enc_signer = private_key("RS256", kid="enc-1", seed=77)
     with pytest.raises(TokenRejectedError) as caught:
         verifier.verify(enc_signer.mint({"iss": iss, "exp": NOW + 600}), now=NOW)
     assert caught.value.reason == "unknown-key"
@@ -295,11 +289,11 @@ def test_kidless_tokens_and_duplicate_kids_in_a_fetched_jwks(server: DocumentSer
     only = private_key("ES256", kid="only", seed=91)
     server.set("/one", {"keys": [only.public_jwk()]})
     one = JWTVerifier(jwks_url=server.url("/one"), allow_insecure_loopback=True, fetch=FAST)
-    kidless = SigningKey("ES256", only.material, None)
+    kidless = only.with_kid(None)
     assert one.verify(kidless.mint({"exp": NOW + 60}), now=NOW)  # one key: accepted
     one.close()
 
-    twin = SigningKey("ES256", private_key("ES256", seed=92).material, "only")
+    twin = private_key("ES256", kid="only", seed=92)
     other = private_key("RS256", kid="other", seed=93)
     server.set("/two", {"keys": [only.public_jwk(), twin.public_jwk(), other.public_jwk()]})
     two = JWTVerifier(jwks_url=server.url("/two"), allow_insecure_loopback=True, fetch=FAST)

@@ -121,7 +121,7 @@ def test_package_docstring():
 
 
 def test_verify_is_documented_on_the_instance():
-    from minting import SECRET  # noqa: PLC0415
+    from forge import SECRET  # noqa: PLC0415
 
     verifier = grelmicro.jwt.JWTVerifier([grelmicro.jwt.Key.secret(SECRET)])
 

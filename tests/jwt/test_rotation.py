@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import pydoc
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from minting import NOW, SigningKey, hmac_key
+from forge import NOW, Signer, hmac_key, private_key
+from support import outcome, rejected
 
 from grelmicro.jwt import (
+    ConfigurationError,
+    InvalidKeyError,
     InvalidSignatureError,
     JWTVerifier,
     Key,
@@ -26,11 +31,11 @@ OLD = hmac_key(kid="old", secret=b"old-secret-of-a-sufficient-length-0123456789"
 NEW = hmac_key(kid="new", secret=b"new-secret-of-a-sufficient-length-0123456789")
 
 
-def key_of(signer: SigningKey) -> Key:
-    return Key.secret(signer.material, signer.algorithm, kid=signer.kid)  # type: ignore[arg-type]
+def key_of(signer: Signer) -> Key:
+    return Key.secret(signer.private, signer.alg, kid=signer.kid)  # type: ignore[arg-type]
 
 
-def key_set(*signers: SigningKey) -> core_bridge.KeySet:
+def key_set(*signers: Signer) -> core_bridge.KeySet:
     return core_bridge.KeySet([key_of(s)._inner for s in signers])
 
 
@@ -122,7 +127,7 @@ OTHER_ALG = hmac_key("HS384", kid="384", secret=b"x" * 48)
         pytest.param([OLD, NEW], THIRD, id="third key of an algorithm"),
     ],
 )
-def test_install_with_added_keys_keeps_the_cache(before: list[SigningKey], added: SigningKey):
+def test_install_with_added_keys_keeps_the_cache(before: list[Signer], added: Signer):
     verifier = JWTVerifier([key_of(s) for s in before], cache_stats=True)
     old_token = OLD.mint({"exp": NOW + 60})
     first = verifier.verify(old_token, now=NOW)
@@ -166,7 +171,7 @@ def test_a_removed_key_whose_kid_returns_with_other_bytes_never_verifies():
 @pytest.mark.parametrize(
     ("before", "after"),
     [
-        pytest.param([OLD], [OLD, hmac_key(secret=NEW.material)], id="kid-less key added"),
+        pytest.param([OLD], [OLD, hmac_key(secret=NEW.private)], id="kid-less key added"),
         pytest.param(
             [OLD, NEW],
             [OLD, NEW, hmac_key(kid="old", secret=b"third-secret-of-a-sufficient-length-01234")],
@@ -177,7 +182,7 @@ def test_a_removed_key_whose_kid_returns_with_other_bytes_never_verifies():
     ],
 )
 def test_additions_that_change_key_selection_drop_the_cache(
-    before: list[SigningKey], after: list[SigningKey]
+    before: list[Signer], after: list[Signer]
 ):
     """A cached answer must be what the new keys would answer: here it may not be."""
     verifier = JWTVerifier([key_of(s) for s in before])
@@ -193,7 +198,7 @@ def test_additions_that_change_key_selection_drop_the_cache(
 def test_a_kidless_token_cached_under_one_key_is_not_served_once_ambiguous():
     """A token without kid is accepted only while one key could verify it."""
     verifier = JWTVerifier([key_of(OLD)])
-    kidless = hmac_key(secret=OLD.material).mint({"exp": NOW + 60})
+    kidless = hmac_key(secret=OLD.private).mint({"exp": NOW + 60})
     verifier.verify(kidless, now=NOW)
 
     verifier._install(key_set(OLD, NEW))
@@ -219,3 +224,63 @@ def test_install_from_another_thread_while_verifying():
 
     assert errors == []
     assert verifier.verify(new_token, now=NOW)["exp"] == NOW + 60
+
+
+# -- rotation -------------------------------------------------------------------------
+
+
+def test_rotate_swaps_keys_and_clears_the_cache(cache_mode: dict[str, Any]):
+    old = private_key("ES256", kid="old")
+    new = private_key("ES256", kid="new", seed=1)
+    verifier = JWTVerifier([Key.pem(old.public_pem(), "ES256", kid="old")], **cache_mode)
+    old_token = old.mint({"exp": NOW + 60})
+    verifier.verify(old_token, now=NOW)
+    config = verifier.config
+
+    verifier.rotate([Key.pem(new.public_pem(), "ES256", kid="new")])
+
+    assert verifier.cache_info().size == 0
+    assert outcome(verifier, old_token) == rejected(UnknownKeyError, "unknown-key")
+    assert verifier.verify(new.mint({"exp": NOW + 60}), now=NOW)["exp"] == NOW + 60
+    assert verifier.config is config  # the policy stays
+
+
+def test_rotate_same_kid_new_key_never_serves_the_old_tokens_claims():
+    # Same kid before and after: only a cleared cache stops the old token.
+    old = private_key("EdDSA", kid="k")
+    new = private_key("EdDSA", kid="k", seed=1)
+    verifier = JWTVerifier([Key.pem(old.public_pem(), "EdDSA", kid="k")])
+    old_token = old.mint({"exp": NOW + 60})
+    verifier.verify(old_token, now=NOW)
+
+    verifier.rotate(jwks={"keys": [new.public_jwk()]})
+
+    assert outcome(verifier, old_token) == rejected(InvalidSignatureError, "signature")
+
+
+def test_rotate_with_bad_keys_keeps_the_old_ones(
+    make_verifier: Callable[..., JWTVerifier], token: Callable[..., str]
+):
+    verifier = make_verifier()
+    text = token()
+
+    with pytest.raises(ConfigurationError):
+        verifier.rotate([])
+    with pytest.raises(InvalidKeyError):
+        verifier.rotate(jwks="{not json")
+
+    assert verifier.verify(text, now=NOW)["exp"] == NOW + 3600
+
+
+def test_rotate_to_a_symmetric_jwks_needs_allow_symmetric(
+    make_verifier: Callable[..., JWTVerifier],
+):
+    verifier = make_verifier()
+    fresh = hmac_key(secret=b"z" * 40, kid="z")
+    jwks = {"keys": [fresh.public_jwk()]}
+
+    with pytest.raises(InvalidKeyError):
+        verifier.rotate(jwks=jwks)
+    verifier.rotate(jwks=jwks, allow_symmetric=True)
+
+    assert verifier.verify(fresh.mint({"exp": NOW + 5}), now=NOW)["exp"] == NOW + 5

@@ -87,21 +87,17 @@ class KeySet:
 
 @final
 class Policy:
-    """A validated verification policy."""
+    """A validated verification policy.
 
-    def __new__(
-        cls,
-        *,
-        audience: Sequence[str] = ...,
-        issuer: Sequence[str] = ...,
-        algorithms: Sequence[str] | None = None,
-        leeway: float = 0.0,
-        required: Sequence[str] = ...,
-        typ: str | None = None,
-        max_age: float | None = None,
-        max_token_size: int = ...,
-        max_depth: int = ...,
-    ) -> Policy: ...
+    The keywords are the core's policy options (``audience``, ``issuer``,
+    ``algorithms``, ``leeway``, ``required``, ``typ``, ``max_age``,
+    ``max_token_size``, ``max_depth``, ...): the core owns their list, their
+    defaults and their ranges, and ``grelmicro.jwt.JWTConfig`` gives them
+    their Python types. An unknown keyword is a ``TypeError``; a value out of
+    range a ``CoreError`` of kind ``invalid-config`` naming the field.
+    """
+
+    def __new__(cls, **options: object) -> Policy: ...
     @property
     def max_token_size(self) -> int: ...
     @property
@@ -164,6 +160,34 @@ class TokenCache:
     def max_size(self) -> int:
         """The bound on the number of entries."""
     def __len__(self) -> int: ...
+
+@final
+class VerifyCall:
+    """A verifier's ``verify(token, /, *, now=None)``: one call per request.
+
+    Keeps, per thread, a reference to the installed route (a ``TokenCache``
+    with its engine) and a view of its entries, so a hit touches no lock and
+    no object another thread writes. ``refuse(error, now)`` raises what a
+    failure becomes; ``install(route)`` swaps the route for every thread.
+    """
+
+    def __new__(
+        cls,
+        route: TokenCache,
+        *,
+        clock: Callable[[], float],
+        refuse: Callable[[BaseException, object], Any],
+        signature: Any,
+    ) -> VerifyCall: ...
+    def __call__(self, token: str | bytes, /, *, now: float | None = None) -> Any:
+        """Verify ``token`` and return its claims."""
+    def install(self, route: TokenCache) -> None:
+        """Makes ``route`` the one every later call uses (from any thread)."""
+    def _view_len(self) -> int | None:
+        """For tests: entries in the calling thread's view (None: no fresh view)."""
+    @property
+    def __signature__(self) -> Any:
+        """The signature frameworks see (``inspect.signature`` reads it)."""
 
 @final
 class ProofVerifier:

@@ -20,7 +20,7 @@ use crate::{digest, token};
 /// deadline and returns it, with the key computed once.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "TokenCache")]
 pub struct PyTokenCache {
-    inner: Arc<Cache<Py<PyAny>>>,
+    inner: Arc<Cache<Stored>>,
     /// False for `max_size=0`: `verify` only verifies.
     enabled: bool,
     digest_key: bool,
@@ -36,6 +36,28 @@ pub struct PyTokenCache {
     clock: Option<Py<PyAny>>,
     /// `[hits, misses]` when counting was asked for.
     counts: Option<Arc<[AtomicU64; 2]>>,
+}
+
+/// A cached result: the claims object and the payload it was built from
+/// (a thread's view wraps the payload in claims of its own).
+pub(super) struct Stored {
+    claims: Py<PyAny>,
+    payload: Py<PyAny>,
+}
+
+/// A token's cache key: its SHA-256 digest, or the token's own bytes.
+pub(super) enum CacheKey<'a> {
+    Digest([u8; 32]),
+    Token(&'a [u8]),
+}
+
+impl AsRef<[u8]> for CacheKey<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            CacheKey::Digest(digest) => digest,
+            CacheKey::Token(bytes) => bytes,
+        }
+    }
 }
 
 /// The core `Verifier` behind a bound `verify` method, if that is what it is.
@@ -60,20 +82,107 @@ impl PyTokenCache {
         }
     }
 
-    /// Runs `f` on the cache key of `token`, after the verifier's size cap.
-    fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
-        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+    /// The cache key of a token's bytes, after the verifier's size cap.
+    pub(super) fn key<'a>(&self, bytes: &'a [u8]) -> PyResult<CacheKey<'a>> {
         if bytes.len() > self.max_token_size {
             return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
         }
         Ok(if self.digest_key {
-            f(&digest::sha256(bytes))
+            CacheKey::Digest(digest::sha256(bytes))
         } else {
-            f(bytes)
+            CacheKey::Token(bytes)
         })
     }
 
-    fn count(&self, miss: bool) {
+    /// Runs `f` on the cache key of `token`, after the verifier's size cap.
+    fn with_key<R>(&self, token: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        Ok(f(self.key(bytes)?.as_ref()))
+    }
+
+    /// Whether results are cached at all (`max_size > 0`).
+    pub(super) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The bound on entries, which a thread's view shares.
+    pub(super) fn bound(&self) -> usize {
+        self.inner.max_size()
+    }
+
+    /// Whether `other` serves from the same table (a `rebind` of this one).
+    pub(super) fn same_table(&self, other: &PyTokenCache) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Bumped whenever the shared table is cleared.
+    pub(super) fn table_generation(&self) -> u64 {
+        self.inner.generation()
+    }
+
+    fn paths(&self) -> PyResult<&(Py<PyAny>, Py<PyAny>)> {
+        self.paths
+            .as_ref()
+            .ok_or_else(|| PyTypeError::new_err("TokenCache built without verify= and claims="))
+    }
+
+    /// `(payload, deadline, stored_at)` of the entry valid at `now`.
+    pub(super) fn shared_hit(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        now: f64,
+    ) -> Option<(Py<PyAny>, f64, f64)> {
+        self.inner.get(key, now, |stored, deadline, stored_at| {
+            (stored.payload.clone_ref(py), deadline, stored_at)
+        })
+    }
+
+    /// Claims of this cache's claims type around a stored payload.
+    pub(super) fn wrap<'py>(
+        &self,
+        payload: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.paths()?.1.bind(payload.py()).call1((payload,))
+    }
+
+    /// The miss: the engine verifies `token` (its errors propagate, nothing
+    /// is stored), the claims are built and stored under `key` until their
+    /// deadline, which is returned with them (None: not stored).
+    pub(super) fn verify_and_store<'py>(
+        &self,
+        token: &Bound<'py, PyAny>,
+        key: &[u8],
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyAny>, Option<f64>)> {
+        let py = token.py();
+        let (verify, claims_type) = self.paths()?;
+        let payload = self.engine_verify(verify, token, now)?;
+        let claims = claims_type.bind(py).call1((&payload,))?;
+        let deadline = self.deadline(&payload, now)?;
+        if let Some(deadline) = deadline {
+            let stored = Stored {
+                claims: claims.clone().unbind(),
+                payload: payload.unbind(),
+            };
+            // What left the cache is dropped here, after the lock is released.
+            drop(self.inner.insert(key, stored, deadline, now));
+        }
+        Ok((claims, deadline))
+    }
+
+    /// No cache: `claims(verify(token, now))`.
+    pub(super) fn verify_only<'py>(
+        &self,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (verify, claims_type) = self.paths()?;
+        let payload = self.engine_verify(verify, token, now)?;
+        claims_type.bind(token.py()).call1((payload,))
+    }
+
+    pub(super) fn count(&self, miss: bool) {
         if let Some(counts) = &self.counts {
             counts[usize::from(miss)].fetch_add(1, Ordering::Relaxed);
         }
@@ -187,46 +296,26 @@ impl PyTokenCache {
         token: &Bound<'_, PyAny>,
         now: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        let Some((verify, claims_type)) = &self.paths else {
-            return Err(PyTypeError::new_err(
-                "TokenCache built without verify= and claims=",
-            ));
-        };
+        self.paths()?;
         let now = match (now, &self.clock) {
             (Some(now), _) => now,
             (None, Some(clock)) => clock.bind(py).call0()?.extract()?,
             (None, None) => return Err(PyTypeError::new_err("no now= and no clock")),
         };
         if !self.enabled {
-            let payload = self.engine_verify(verify, token, now)?;
-            return Ok(claims_type.bind(py).call1((payload,))?.unbind());
+            return Ok(self.verify_only(token, now)?.unbind());
         }
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-        if bytes.len() > self.max_token_size {
-            return Err(to_py(token::too_large(bytes.len(), self.max_token_size)));
-        }
-        let digest;
-        let key: &[u8] = if self.digest_key {
-            digest = digest::sha256(bytes);
-            &digest
-        } else {
-            bytes
-        };
-        if let Some(hit) = self.inner.get(key, now, |v| v.clone_ref(py)) {
+        let key = self.key(bytes)?;
+        if let Some(hit) = self
+            .inner
+            .get(key.as_ref(), now, |v, _, _| v.claims.clone_ref(py))
+        {
             self.count(false);
             return Ok(hit);
         }
         self.count(true);
-        let payload = self.engine_verify(verify, token, now)?;
-        let claims = claims_type.bind(py).call1((&payload,))?;
-        if let Some(deadline) = self.deadline(&payload, now)? {
-            // What left the cache is dropped here, after the lock is released.
-            drop(
-                self.inner
-                    .insert(key, claims.clone().unbind(), deadline, now),
-            );
-        }
-        Ok(claims.unbind())
+        Ok(self.verify_and_store(token, key.as_ref(), now)?.0.unbind())
     }
 
     /// The value stored for `token` if `stored_at <= now < deadline`, else
@@ -237,7 +326,10 @@ impl PyTokenCache {
         token: &Bound<'_, PyAny>,
         now: f64,
     ) -> PyResult<Option<Py<PyAny>>> {
-        self.with_key(token, |key| self.inner.get(key, now, |v| v.clone_ref(py)))
+        self.with_key(token, |key| {
+            self.inner
+                .get(key, now, |v, _, _| v.claims.clone_ref(py))
+        })
     }
 
     /// Remembers `value`, verified from `payload`, for `token` until the
@@ -252,7 +344,11 @@ impl PyTokenCache {
         let Some(deadline) = self.deadline(payload, now)? else {
             return Ok(());
         };
-        drop(self.with_key(token, |key| self.inner.insert(key, value, deadline, now))?);
+        let stored = Stored {
+            claims: value,
+            payload: payload.clone().unbind(),
+        };
+        drop(self.with_key(token, |key| self.inner.insert(key, stored, deadline, now))?);
         Ok(())
     }
 
@@ -277,7 +373,7 @@ impl PyTokenCache {
     ) -> PyResult<Option<(f64, Py<PyAny>, f64)>> {
         self.with_key(token, |key| {
             self.inner.entry(key, |v, deadline, stored_at| {
-                (deadline, v.clone_ref(py), stored_at)
+                (deadline, v.claims.clone_ref(py), stored_at)
             })
         })
     }

@@ -10,7 +10,8 @@
 //!
 //! Submodules, one concept each: [`objects`] (JSON into Python objects),
 //! [`keys`], [`policy`], [`verifier`], [`functions`] (module-level
-//! functions), [`cache`] (the verified-token cache) and [`dpop`].
+//! functions), [`cache`] (the verified-token cache), [`front`] (a
+//! verifier's `verify`, with per-thread views of the cache) and [`dpop`].
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -22,6 +23,7 @@ use crate::error::{Detail, Error, ErrorKind};
 
 mod cache;
 mod dpop;
+mod front;
 mod functions;
 mod keys;
 mod objects;
@@ -105,6 +107,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::_decode_payload, m)?)?;
     m.add_function(wrap_pyfunction!(functions::_cache_key, m)?)?;
     m.add_class::<cache::PyTokenCache>()?;
+    m.add_class::<front::PyVerifyCall>()?;
     m.add_function(wrap_pyfunction!(functions::unverified_issuer, m)?)?;
     m.add_class::<dpop::PyProofVerifier>()?;
     m.add_function(wrap_pyfunction!(dpop::jwk_thumbprint, m)?)?;

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use super::to_py;
-use crate::policy::{
-    Policy as CorePolicy, PolicyOptions, DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE,
-};
+use crate::policy::{Policy as CorePolicy, PolicyOptions};
 
 /// A validated verification policy.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "Policy")]
@@ -17,43 +17,23 @@ pub struct PyPolicy {
 
 #[pymethods]
 impl PyPolicy {
+    /// Keywords are the fields of `PolicyOptions` (its defaults fill the
+    /// rest): the option list is written once, in `crate::policy`.
     #[new]
-    #[pyo3(signature = (
-        *,
-        audience=Vec::new(),
-        issuer=Vec::new(),
-        algorithms=None,
-        leeway=0.0,
-        required=vec!["exp".to_owned()],
-        typ=None,
-        max_age=None,
-        max_token_size=DEFAULT_MAX_TOKEN_SIZE,
-        max_depth=DEFAULT_MAX_DEPTH,
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        audience: Vec<String>,
-        issuer: Vec<String>,
-        algorithms: Option<Vec<String>>,
-        leeway: f64,
-        required: Vec<String>,
-        typ: Option<String>,
-        max_age: Option<f64>,
-        max_token_size: usize,
-        max_depth: usize,
-    ) -> PyResult<Self> {
-        let policy = CorePolicy::new(PolicyOptions {
-            audiences: audience,
-            issuers: issuer,
-            algorithms,
-            leeway,
-            required,
-            typ,
-            max_age,
-            max_token_size,
-            max_depth,
-        })
-        .map_err(to_py)?;
+    #[pyo3(signature = (**options))]
+    fn new(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let merged = PolicyOptions::default().into_pyobject(py)?;
+        if let Some(given) = options {
+            for name in given.keys() {
+                if !merged.contains(&name)? {
+                    return Err(PyTypeError::new_err(format!(
+                        "Policy() got an unexpected keyword argument {name}"
+                    )));
+                }
+            }
+            merged.update(given.as_mapping())?;
+        }
+        let policy = CorePolicy::new(merged.extract::<PolicyOptions>()?).map_err(to_py)?;
         Ok(PyPolicy {
             inner: Arc::new(policy),
         })

@@ -6,25 +6,19 @@ plus the OpenAPI scheme and the demo's DPoP route. Time is pinned on both
 sides (the server's clocks and the proofs' ``iat``).
 """
 
-import asyncio
-import socket
-import subprocess
-import sys
-import threading
-from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Generator
 from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import Depends, FastAPI, Security
 
 pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
 
 from dpop_proofs import ProofSigner, access_token
-from minting import NOW, SECRET, tamper
+from forge import NOW, SECRET, tamper
+from servers import serve
 
 from grelmicro.jwt import (
     Claims,
@@ -40,34 +34,6 @@ from grelmicro.jwt.fastapi_dpop import DPoPBearer
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
 ALGS = 'algs="RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384 ES512 ES256K EdDSA Ed25519"'
-
-
-class Running:
-    """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
-
-    def __init__(self, app: Any) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
-        self.thread = threading.Thread(
-            target=lambda: asyncio.run(self.server.serve(sockets=[self.listener])), daemon=True
-        )
-
-    def __enter__(self) -> "Running":
-        self.thread.start()
-        for _ in range(1000):
-            if self.server.started:
-                return self
-            self.thread.join(0.01)
-        raise AssertionError("uvicorn did not start within 10 s")
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
-        self.listener.close()
 
 
 class DPoPAuth(httpx.Auth):
@@ -113,12 +79,6 @@ def build(dpop: DPoPVerifier | None = None, **options: Any) -> FastAPI:
         return {"added_by": claims.subject}
 
     return app
-
-
-@contextmanager
-def serve(app: FastAPI) -> Iterator[httpx.Client]:
-    with Running(app) as running, httpx.Client(base_url=running.url, timeout=10) as client:
-        yield client
 
 
 SIGNER = ProofSigner("ES256")
@@ -364,17 +324,8 @@ def test_a_plain_jwt_bearer_refuses_a_dpop_bound_token():
     assert plain.status_code == 200
 
 
-def test_the_demo_exercises_its_dpop_route():
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "fastapi_demo.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-    assert result.returncode == 0, result.stderr[-2000:]
-    blocks = {block.split("\n", 1)[0]: block for block in result.stdout.split("--- ")[1:]}
+def test_the_demo_exercises_its_dpop_route(demo: tuple[str, dict[str, str]]):
+    _, blocks = demo
     expected = {
         "DPoP: bound token, fresh proof": ("HTTP/1.1 200 OK", '"bound_to":'),
         "DPoP: the same proof again (replay)": (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from minting import NOW, SECRET, hmac_key
+from forge import NOW, SECRET, hmac_key
 
 from grelmicro.jwt import (
     ConfigurationError,

@@ -1,0 +1,112 @@
+"""Helpers shared by the tests, one per concern and layer: build a verifier, read an outcome."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from forge import NOW, Signer, signer, spki_pem
+from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
+
+from grelmicro.jwt import Claims, JWTVerifier, TokenRejectedError
+
+# --- the core layer (grelmicro_core): an outcome is "ok" or the error kind ---
+
+#: A payload that passes the default policy at ``NOW``.
+FRESH = {"sub": "user-1", "exp": NOW + 600}
+
+
+def key_for(sig: Signer, kid: str | None = None) -> Key:
+    """The core key matching a signer, built from its natural form."""
+    if sig.alg.startswith("HS"):
+        return Key.secret(sig.private, sig.alg, kid)
+    return Key.pem(spki_pem(sig.private), sig.alg, kid)
+
+
+def verifier(keys: Key | Sequence[Key], **policy: Any) -> Verifier:
+    """A verifier over ``keys`` with ``Policy(**policy)``."""
+    keys = [keys] if isinstance(keys, Key) else list(keys)
+    return Verifier(KeySet(keys), Policy(**policy))
+
+
+def hs256(kid: str | None = None, **policy: Any) -> tuple[Signer, Verifier]:
+    """The HS256 signer and a verifier for it: the cheap default for claim tests."""
+    sig = signer("HS256")
+    return sig, verifier(key_for(sig, kid), **policy)
+
+
+def kind_of(call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    """``"ok"`` when the call succeeds, else the core error kind."""
+    try:
+        call(*args, **kwargs)
+    except CoreError as exc:
+        kind, message = exc.args
+        assert isinstance(message, str)
+        assert message
+        return str(kind)
+    return "ok"
+
+
+def rejection(check: Verifier, token: str | bytes, now: float = NOW) -> str:
+    """``"ok"`` or the error kind of ``check.verify(token, now)``."""
+    return kind_of(check.verify, token, now)
+
+
+def error_of(call: Callable[..., Any], *args: Any, **kwargs: Any) -> CoreError:
+    """The ``CoreError`` a call raises (fails the test if it raises none)."""
+    try:
+        call(*args, **kwargs)
+    except CoreError as exc:
+        return exc
+    raise AssertionError(f"{call!r} raised nothing")
+
+
+# --- the product layer (grelmicro.jwt): claims, or (class name, reason) -----
+
+#: The expected outcome "accepted" in tables of :func:`outcome` results.
+OK = None
+
+
+def outcome(verifier: JWTVerifier, token: object, now: float = NOW) -> tuple[str, str] | Claims:
+    """The claims, or ``(class name, reason)`` of the rejection."""
+    try:
+        return verifier.verify(token, now=now)  # type: ignore[arg-type]
+    except TokenRejectedError as exc:
+        return (type(exc).__name__, exc.reason)
+
+
+def rejected(error: type[TokenRejectedError], reason: str) -> tuple[str, str]:
+    """The :func:`outcome` of a refusal by ``error`` with ``reason``."""
+    return (error.__name__, reason)
+
+
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def together(count: int, work: Callable[[int], None], timeout: float = 120) -> list[BaseException]:
+    """Run ``work(index)`` in ``count`` threads started together; what they raised."""
+    barrier = threading.Barrier(count)
+    unexpected: list[BaseException] = []
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            work(index)
+        except BaseException as exc:
+            unexpected.append(exc)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    assert not any(thread.is_alive() for thread in threads)
+    return unexpected
