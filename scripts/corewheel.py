@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The one implementation of the core's source hash (standard library only).
 sys.path.append(str(ROOT / "tests"))
 import core_source  # noqa: E402
+
 CORE = ROOT / "grelmicro-core"
 DIST = ROOT / "dist"
 # One cargo target directory for every core build (tree and sdist, every
