@@ -5,10 +5,12 @@
 
 It sets up everything it needs: one venv per interpreter under bench/.venvs
 (peers pinned in bench/requirements/), the grelmicro core wheel built from this
-tree for each interpreter (maturin; rebuilt only when the sources changed), the
-Rust lanes (cargo, bench/rust) and the JavaScript lanes (npm, bench/js; Node and
-Bun). Then it makes the keys and tokens once, runs each runtime's lanes, and
-writes the page with its charts. Needs only the standard library to start.
+tree for each interpreter (by scripts/corewheel.py, the project's one builder:
+reused while the sources are unchanged, with the core's ``bench-hooks`` feature
+when it declares one), the Rust lanes (cargo, bench/rust) and the JavaScript
+lanes (npm, bench/js; Node and Bun). Then it makes the keys and tokens once,
+runs each runtime's lanes, and writes the page with its charts. Needs only the
+standard library to start.
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
-import core_source  # the one implementation of the core's source hash
-
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-CORE = ROOT / "grelmicro-core"
 VENVS = BENCH / ".venvs"
 WORK = BENCH / ".work"
 REQS = BENCH / "requirements"
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import corewheel  # noqa: E402  (the one core-wheel builder, scripts/corewheel.py)
 
 FULL_SUITES = "algs,algs-extra,sizes,secrets,reject,keysource,threads,memory"
 
@@ -113,26 +114,8 @@ def venv_python(name: str) -> Path:
     return VENVS / name / "bin" / "python"
 
 
-def source_hash() -> str:
-    """The FNV-1a hash grelmicro-core/build.rs records, to tell a stale wheel."""
-    return core_source.source_hash(CORE / "src")
-
-
-def installed_core_hash(py: Path) -> str | None:
-    probe = "import grelmicro_core as g; print(g.SOURCE_HASH)"
-    res = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, cwd="/")
-    return res.stdout.strip() if res.returncode == 0 else None
-
-
-def maturin() -> str:
-    candidates = [VENVS / MAIN / "bin" / "maturin", ROOT / ".venv" / "bin" / "maturin"]
-    for cand in candidates:
-        if cand.exists():
-            return str(cand)
-    return shutil.which("maturin") or "maturin"
-
-
-def setup_env(name: str, interpreter: str) -> None:
+def setup_env(name: str, interpreter: str) -> Path:
+    """The bench venv ``name`` set up; the core wheel installed there."""
     py = venv_python(name)
     if not py.exists():
         sh([interpreter, "-m", "venv", str(VENVS / name)])
@@ -169,41 +152,16 @@ def setup_env(name: str, interpreter: str) -> None:
         check=True,
     ).stdout.strip()
     (Path(site) / "grelmicro_tree.pth").write_text(str(ROOT) + "\n")
-    want = source_hash()
-    if installed_core_hash(py) != want:
-        out = WORK / "wheels" / name
-        shutil.rmtree(out, ignore_errors=True)
-        setup_step(
-            [
-                maturin(),
-                "build",
-                "--release",
-                "-m",
-                str(CORE / "Cargo.toml"),
-                "-i",
-                str(py),
-                "-o",
-                str(out),
-            ]
-        )
-        setup_step(
-            [
-                str(py),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-index",
-                "--no-deps",
-                "--force-reinstall",
-                "--find-links",
-                str(out),
-                "grelmicro-core",
-            ]
-        )
-        got = installed_core_hash(py)
-        if got != want:
-            raise SetupError(f"installed core hash {got} != tree {want}")
+    # The core wheel: built by the project's one builder (shared with the test
+    # runner, so an up-to-date wheel in dist/ is reused), with the bench-only
+    # hooks when the core declares that feature; installed with --no-index.
+    wheel = corewheel.build_core_wheel(py, features=corewheel.bench_features(), log=log)
+    try:
+        corewheel.install_core(py, wheel, log=log)
+        log(corewheel.check_installed(py))
+    except (subprocess.CalledProcessError, SystemExit) as exc:
+        raise SetupError(f"installing {wheel.name}: {exc}") from exc
+    return wheel
 
 
 def setup_rust() -> Path | None:
@@ -273,6 +231,7 @@ def main() -> int:
 
     missing: dict[str, str] = {}
     ready: dict[str, str] = {}
+    wheels: dict[str, int] = {}
     for name in [MAIN] + [n for n in env_names if n != MAIN]:
         interpreter = find_interpreter(name)
         if interpreter is None:
@@ -281,7 +240,8 @@ def main() -> int:
             continue
         if not args.skip_setup:
             try:
-                setup_env(name, interpreter)
+                wheel = setup_env(name, interpreter)
+                wheels[wheel.name] = wheel.stat().st_size
             except (subprocess.CalledProcessError, SetupError) as exc:
                 missing[name] = f"setup failed: {exc}"
                 log(f"{name}: {missing[name]}")
@@ -394,7 +354,7 @@ def main() -> int:
         "loads": loads,
         "command": "python bench/run.py" + (" --smoke" if smoke else ""),
         "parts": [str(p) for p in parts],
-        "wheels": {p.name: p.stat().st_size for p in sorted(WORK.glob("wheels/*/*.whl"))},
+        "wheels": wheels,
     }
     (run_dir / "run.json").write_text(json.dumps(run_info, indent=1))
     sh(

@@ -1,0 +1,329 @@
+"""Build the grelmicro-core wheel for one interpreter: the one place that does it.
+
+    python scripts/corewheel.py PYTHON [--install] [--bench]   # prints the wheel's path
+
+Imported by ``noxfile.py`` and ``bench/run.py``, run by ``scripts/setup.sh``;
+standard library only (Python 3.11+, for ``tomllib``).
+
+A wheel is built with maturin into ``dist/core/<tag>[-<features>][-sdist]/``
+from this tree (or from the unpacked core sdist) and reused as long as the
+inputs of the build are unchanged: a stamp beside it records their digest, so
+a full test run builds each interpreter's wheel once. Installing never
+consults a package index (``--no-index``: another project owns the names
+``grelmicro`` and ``grelmicro-core`` on PyPI). Versions are read from the
+packages' metadata (``pyproject.toml``, ``Cargo.toml``), never written here.
+"""
+
+# A build tool: it runs the interpreters and maturin it is given, and prints.
+# ruff: noqa: S603, T201
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+# The one implementation of the core's source hash (standard library only).
+sys.path.append(str(ROOT / "tests"))
+import core_source  # noqa: E402
+
+CORE = ROOT / "grelmicro-core"
+DIST = ROOT / "dist"
+# One cargo target directory for every core build (tree and sdist, every
+# interpreter): the dependencies (aws-lc) are compiled once.
+TARGET = CORE / "target"
+# The feature the benchmark's own build asks for when the core declares it.
+BENCH_FEATURE = "bench-hooks"
+
+Log = Callable[[str], None]
+
+
+def _log(message: str) -> None:
+    print(f"[corewheel] {message}", file=sys.stderr, flush=True)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML file at ``path``."""
+    with path.open("rb") as handle:
+        return tomllib.load(handle)
+
+
+def core_version() -> str:
+    """The grelmicro-core version (local label included), from its pyproject.toml."""
+    return str(read_toml(CORE / "pyproject.toml")["project"]["version"])
+
+
+def version() -> str:
+    """The grelmicro version (local label included), from the top pyproject.toml."""
+    return str(read_toml(ROOT / "pyproject.toml")["project"]["version"])
+
+
+def requirement_name(spec: str) -> str:
+    """``"pydantic>=2.7"`` -> ``"pydantic"`` (the distribution name of a requirement)."""
+    return re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0].lower()
+
+
+def runtime_requirements() -> list[str]:
+    """The jwt extra's dependencies from pyproject.toml, grelmicro-core aside (it is ours)."""
+    extra = read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]["jwt"]
+    return [str(spec) for spec in extra if requirement_name(str(spec)) != "grelmicro-core"]
+
+
+def declared_features(manifest_dir: Path = CORE) -> set[str]:
+    """The cargo features ``Cargo.toml`` declares."""
+    return set(read_toml(manifest_dir / "Cargo.toml").get("features", {}))
+
+
+def bench_features() -> tuple[str, ...]:
+    """``("bench-hooks",)`` when the core declares that feature, else nothing."""
+    return (BENCH_FEATURE,) if BENCH_FEATURE in declared_features() else ()
+
+
+def fuzz_targets() -> list[str]:
+    """Every cargo-fuzz target (``[[bin]]`` name) of ``grelmicro-core/fuzz``."""
+    bins = read_toml(CORE / "fuzz" / "Cargo.toml").get("bin", [])
+    names = [str(entry["name"]) for entry in bins]
+    if not names:
+        raise SystemExit("grelmicro-core/fuzz/Cargo.toml declares no [[bin]] target")
+    return names
+
+
+def source_hash(src: Path = CORE / "src") -> str:
+    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (tests/core_source.py)."""
+    return core_source.source_hash(src)
+
+
+def _files(base: Path, entries: Iterable[str]) -> list[Path]:
+    found: list[Path] = []
+    for entry in entries:
+        path = base / entry
+        if path.is_dir():
+            found += (p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        elif path.is_file():
+            found.append(path)
+    return sorted(found)
+
+
+def digest(base: Path, entries: Iterable[str], *extra: str) -> str:
+    """SHA-256 over the named files and directories under ``base`` (names and bytes)."""
+    h = hashlib.sha256()
+    for path in _files(base, entries):
+        h.update(path.relative_to(base).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for item in extra:
+        h.update(item.encode() + b"\0")
+    return h.hexdigest()
+
+
+# What a core build reads (the sdist carries the same set).
+CORE_INPUTS = ("src", "python", "build.rs", "Cargo.toml", "Cargo.lock", "pyproject.toml")
+# What the grelmicro sdist and wheel are made of.
+PY_INPUTS = ("grelmicro", "pyproject.toml", "README.md", "LICENSE")
+
+
+def interpreter_tag(python: str | Path) -> str:
+    """``cp311``, ``cp313t``, ...: the wheel tag of an interpreter."""
+    probe = (
+        "import sys, sysconfig; t = 't' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''; "
+        "print(f'cp{sys.version_info[0]}{sys.version_info[1]}{t}')"
+    )
+    return subprocess.run(
+        [str(python), "-c", probe], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def find_maturin() -> str:
+    """Maturin beside the running interpreter, else the dev venv's, else PATH."""
+    for candidate in (Path(sys.executable).parent / "maturin", ROOT / ".venv" / "bin" / "maturin"):
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which("maturin")
+    if found is None:
+        raise SystemExit("maturin not found: run scripts/setup.sh (it installs the build tools)")
+    return found
+
+
+def _run(cmd: Sequence[str | Path], log: Log, **kwargs: object) -> None:
+    log("$ " + " ".join(str(part) for part in cmd))
+    subprocess.run([str(part) for part in cmd], check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def _only_wheel(out: Path) -> Path | None:
+    wheels = sorted(out.glob("grelmicro_core-*.whl"))
+    return wheels[0] if len(wheels) == 1 else None
+
+
+def build_core_wheel(
+    python: str | Path,
+    *,
+    source: Path = CORE,
+    features: Sequence[str] = (),
+    log: Log = _log,
+) -> Path:
+    """The grelmicro-core wheel for ``python``, built from ``source`` unless up to date.
+
+    ``source`` is this tree's ``grelmicro-core`` or an unpacked core sdist;
+    ``features`` are cargo features added to the default ones.
+    """
+    tag = interpreter_tag(python)
+    key = tag + "".join(f"-{feature}" for feature in sorted(features))
+    if source.resolve() != CORE.resolve():
+        key += "-sdist"
+    out = DIST / "core" / key
+    stamp = out / ".stamp"
+    want = json.dumps(
+        {"inputs": digest(source, CORE_INPUTS), "features": sorted(features), "source": key}
+    )
+    wheel = _only_wheel(out)
+    if wheel is not None and stamp.exists() and stamp.read_text() == want:
+        log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
+        return wheel
+    shutil.rmtree(out, ignore_errors=True)
+    cmd: list[str | Path] = [
+        find_maturin(), "build", "--release", "-q",
+        "-m", source / "Cargo.toml", "-i", python, "-o", out,
+    ]  # fmt: skip
+    if features:
+        cmd += ["--features", ",".join(features)]
+    log(f"{key}: building the grelmicro-core wheel from {source}")
+    _run(cmd, log, env=dict(os.environ, CARGO_TARGET_DIR=str(TARGET)))
+    wheel = _only_wheel(out)
+    if wheel is None:
+        raise SystemExit(f"maturin left no single grelmicro-core wheel in {out}")
+    stamp.write_text(want)
+    return wheel
+
+
+def _stamped(out: Path, want: str, pattern: str) -> list[Path] | None:
+    """The files matching ``pattern`` in ``out`` when its stamp says ``want``."""
+    found = sorted(out.glob(pattern))
+    stamp = out / ".stamp"
+    return found if found and stamp.exists() and stamp.read_text() == want else None
+
+
+def build_core_sdist(*, log: Log = _log) -> Path:
+    """The core sdist built from this tree (once per change), unpacked: a build source."""
+    out = DIST / "sdist"
+    want = digest(CORE, CORE_INPUTS)
+    found = _stamped(out, want, "grelmicro_core-*.tar.gz")
+    if found is None:
+        shutil.rmtree(out, ignore_errors=True)
+        _run([find_maturin(), "sdist", "-m", CORE / "Cargo.toml", "-o", out], log)
+        found = sorted(out.glob("grelmicro_core-*.tar.gz"))
+        if len(found) != 1:
+            raise SystemExit(f"maturin sdist left {len(found)} core sdists in {out}")
+        _run(["tar", "-xzf", found[0], "-C", out], log)
+        (out / ".stamp").write_text(want)
+    else:
+        log(f"core sdist up to date: {found[0].relative_to(ROOT)}")
+    unpacked = [path for path in out.iterdir() if path.is_dir()]
+    if len(unpacked) != 1 or not (unpacked[0] / "Cargo.toml").exists():
+        raise SystemExit(f"no single unpacked core sdist in {out}")
+    return unpacked[0]
+
+
+def build_grelmicro_dists(python: str | Path, *, log: Log = _log) -> Path:
+    """The grelmicro sdist and its wheel (built from the sdist), once per change; the wheel."""
+    out = DIST / "py"
+    want = digest(ROOT, PY_INPUTS)
+    found = _stamped(out, want, "grelmicro-*.whl")
+    if found is None:
+        shutil.rmtree(out, ignore_errors=True)
+        log("building the grelmicro sdist, then its wheel from the sdist")
+        _run([python, "-m", "build", "-q", "-o", out, ROOT], log)
+        found = sorted(out.glob("grelmicro-*.whl"))
+        if len(found) != 1 or not list(out.glob("grelmicro-*.tar.gz")):
+            raise SystemExit(f"python -m build left no single grelmicro wheel and sdist in {out}")
+        (out / ".stamp").write_text(want)
+    else:
+        log(f"grelmicro wheel up to date: {found[0].relative_to(ROOT)}")
+    return found[0]
+
+
+def _prefix(python: str | Path) -> Path:
+    return Path(
+        subprocess.run(
+            [str(python), "-c", "import sys; print(sys.prefix)"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+
+
+def install_core(python: str | Path, wheel: Path, *, log: Log = _log) -> None:
+    """Install ``wheel`` into ``python``'s environment (no index, no dependencies).
+
+    Skipped when that very wheel (by SHA-256) is already installed there.
+    """
+    marker = _prefix(python) / ".grelmicro-core-wheel"
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    probe = subprocess.run(
+        [str(python), "-c", "import grelmicro_core"], capture_output=True, cwd="/", check=False
+    )
+    if probe.returncode == 0 and marker.exists() and marker.read_text() == sha:
+        log(f"{wheel.name} already installed in {marker.parent}")
+        return
+    pip = [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--force-reinstall"]
+    _run([*pip, wheel], log)
+    marker.write_text(sha)
+
+
+def check_installed(python: str | Path, *, wheels_only: bool = False) -> str:
+    """Fail unless ``python`` imports this tree's grelmicro-core (version, source hash).
+
+    With ``wheels_only``, grelmicro must import too, at this tree's version, and
+    both from that interpreter's own environment (installed wheels, not this
+    tree). Run from ``/``, so the working directory cannot shadow anything.
+    """
+    probe = (
+        "import sys, importlib, importlib.metadata as md\n"
+        "wheels_only = sys.argv[1] == '1'\n"
+        "for name in ('grelmicro_core', 'grelmicro.jwt') if wheels_only else ('grelmicro_core',):\n"
+        "    where = importlib.import_module(name).__file__ or ''\n"
+        "    if wheels_only and not where.startswith(sys.prefix):\n"
+        "        sys.exit(f'{name} imported from {where}, outside {sys.prefix}')\n"
+        "import grelmicro_core\n"
+        "print(md.version('grelmicro-core'), grelmicro_core.SOURCE_HASH,\n"
+        "      md.version('grelmicro') if wheels_only else '-', sys.prefix)\n"
+    )
+    flag = "1" if wheels_only else "0"
+    res = subprocess.run(
+        [str(python), "-c", probe, flag], check=False, capture_output=True, text=True, cwd="/"
+    )
+    if res.returncode:
+        raise SystemExit(f"{python}: {(res.stderr.strip().splitlines() or ['failed'])[-1]}")
+    got = res.stdout.split()
+    want = [core_version(), source_hash(), version() if wheels_only else "-"]
+    if got[:3] != want:
+        raise SystemExit(f"installed {got[:3]} is not this tree's {want}")
+    ours = f"grelmicro {got[2]} and " if wheels_only else ""
+    return f"{ours}grelmicro-core {got[0]} (source {got[1]}) in {got[3]}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build (and with ``--install`` install) the wheel for one interpreter; print its path."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("python", help="the interpreter to build for")
+    parser.add_argument("--install", action="store_true", help="install it into that interpreter")
+    parser.add_argument("--bench", action="store_true", help=f"with {BENCH_FEATURE} if declared")
+    args = parser.parse_args(argv)
+    wheel = build_core_wheel(args.python, features=bench_features() if args.bench else ())
+    if args.install:
+        install_core(args.python, wheel)
+        _log(check_installed(args.python))
+    print(wheel)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
