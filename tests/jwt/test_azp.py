@@ -1,7 +1,7 @@
 """The ``azp`` (authorized party) check, OIDC Core §2.
 
 Added as the proof that a policy option is a change to three product files:
-``grelmicro-core/src/policy.rs`` (the option and its validation),
+``grelmicro-core/src/policy/mod.rs`` (the option and its validation),
 ``grelmicro-core/src/claims.rs`` (the check in the payload walk) and
 ``grelmicro/jwt/_config.py`` (the field and its keyword type).
 """
