@@ -27,7 +27,7 @@ import forge
 import pytest
 from support import accept, key_for, outcome, payload, reject, verifier_for
 
-from grelmicro.jwt import JWTVerifier, TokenRejectedError
+from grelmicro.jwt import JWTVerifier
 
 #: A hang guard, not a benchmark: the measured figures are printed and
 #: recorded in README.md; this bound only catches pathological slowness.
@@ -319,14 +319,9 @@ def test_1mb_header_with_many_members_is_refused_fast(
     members = b",".join(b'"%d":0' % i for i in range(70_000))
     forged = forge.unsigned(b'{"alg":"HS256",' + members + b"}", payload(), b"\x00" * 32)
     assert len(forged) <= MIB
-    start = time.perf_counter()
-    with pytest.raises(TokenRejectedError) as caught:
-        verifier.verify(forged, now=forge.NOW)
-    ms = (time.perf_counter() - start) * 1000
-    timings.append(("1 MiB forged header, 70,000 members", ms, caught.value.reason))
-    print(f"1 MiB forged header with 70,000 members: {ms:.1f} ms")
-    assert caught.value.reason == "signature"
-    assert ms < HANG_GUARD_MS, f"took {ms:.0f} ms"
+    # The fastest of three, like every other timing here: a shared machine
+    # only ever adds time, and a quadratic check would miss the guard on all.
+    _timed(timings, "1 MiB forged header, 70,000 members", verifier, forged, "signature", runs=3)
 
 
 def test_payload_with_many_members_is_linear(
