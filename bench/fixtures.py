@@ -27,10 +27,9 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))
 import forge
 
-AUDIENCE = "https://api.example.com"
-ISSUER = "https://issuer.example.com/"
+from grelmicro.jwt._demo import AUDIENCE, ISSUER, canonical_payload
+
 KID = "k1"
-JTI = "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f"
 DEFAULT_MAX_TOKEN = 8192
 BIG_MAX_TOKEN = 65536
 
@@ -59,19 +58,8 @@ SECRET_CASES = [
 
 
 def typical_payload(now: int) -> dict:
-    return {
-        "iss": ISSUER,
-        "sub": "user-1234567890",
-        "aud": AUDIENCE,
-        "iat": now,
-        "nbf": now,
-        "exp": now + 3600,
-        "jti": JTI,
-        "scope": "read:items write:items",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "roles": ["admin", "user"],
-    }
+    """The canonical payload (shared/bench-token.md): the product's demo holds it."""
+    return canonical_payload(now)
 
 
 def sized_payload(now: int, size: str) -> dict:
