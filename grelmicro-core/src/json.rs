@@ -42,6 +42,10 @@ pub trait Builder {
         let _ = (issuer, index);
         self.string(text)
     }
+    /// Starts the top-level object of a token payload.
+    fn root(&mut self) -> Result<Self::Object> {
+        self.object()
+    }
     /// Finishes the top-level object of a token payload.
     fn finish_root(&mut self, object: Self::Object) -> Result<Self::Value> {
         self.finish_object(object)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._claims import Claims
 
 __all__ = ["TokenCache"]
 
@@ -48,6 +49,7 @@ class TokenCache:
         max_token_size: int = 8192,
         verify: Callable[[str | bytes, float], dict[str, Any]] | None = None,
         claims: Callable[[dict[str, Any]], Any] | None = None,
+        claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> None:
@@ -60,6 +62,9 @@ class TokenCache:
             max_age=max_age,
             verify=verify,
             claims=claims,
+            # The core makes a class whose __init__ only stores one slot
+            # without running that __init__ (Claims: its ``_data``).
+            claims_slot="_data" if claims is Claims else claims_slot,
             clock=clock,
             count=count,
         )

@@ -7,6 +7,7 @@ fault when a token is refused.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -205,3 +206,59 @@ def test_member_order_is_kept() -> None:
     token, check = token_for(f'{{"z":1,{EXP},"a":2,"m":3}}')
 
     assert list(check.verify(token, NOW)) == ["z", "exp", "a", "m"]
+
+
+# -- The payload into Python objects (python/raw.rs) ---------------------------
+#
+# Strings are copied straight into one-byte Python strings when they are
+# ASCII, and the top-level dict is made as large as the last payload's; both
+# must give exactly what json.loads gives, whatever the text and layout.
+
+TEXTS = [
+    "",
+    "a",
+    "plain ascii text with spaces and punctuation !#$%&()*+,-./:;<=>?@[]^_`{|}~",
+    "x" * 2000,
+    "caf\u00e9",
+    "\u540d\u524d",
+    "\U0001f600 emoji",
+    "tab\tnew\nline\u0000nul",
+    'quote " and backslash \\',
+    "\u007f\u0080",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_string_values_decode_exactly(text: str) -> None:
+    payload = json.dumps({"exp": NOW + 60, "s": text, "l": [text, text]}, ensure_ascii=False)
+    sig, check = hs256()
+
+    claims = check.verify(sig.mint(payload.encode()), NOW)
+
+    assert claims["s"] == text
+    assert type(claims["s"]) is str
+    assert claims["l"] == (text, text)
+    assert len(claims["s"]) == len(text)
+    assert claims["s"].isascii() == text.isascii()
+
+
+def test_payload_layouts_may_change_from_token_to_token() -> None:
+    sig, check = hs256()
+    layouts = [1, 40, 0, 6, 5, 11, 300, 2, 11, 11]
+
+    for extra in layouts:
+        members = {f"c{i}": i for i in range(extra)}
+        payload = {"exp": NOW + 60, **members}
+
+        claims = check.verify(sig.mint(json.dumps(payload)), NOW)
+
+        assert claims == payload
+        assert list(claims) == list(payload)
+
+
+def test_a_duplicate_is_refused_whatever_room_the_last_layout_made() -> None:
+    sig, check = hs256()
+    wide = "{" + EXP + "".join(f',"c{i}":{i}' for i in range(20)) + "}"
+    assert rejection(check, sig.mint(wide)) == "ok"
+
+    assert rejection(check, sig.mint(f'{{{EXP},"a":1,"a":2}}')) == "malformed"

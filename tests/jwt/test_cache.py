@@ -403,3 +403,67 @@ def test_cache_info_without_stats(make_verifier: Callable[..., JWTVerifier]):
     info = make_verifier(cache_size=0).cache_info()
 
     assert info == CacheInfo(hits=None, misses=None, size=0, max_size=0)
+
+
+# -- How claims are built (the core makes Claims without their __init__) ------
+
+
+@pytest.mark.parametrize("cache_size", [0, 8])
+def test_claims_are_built_as_their_init_would(cache_size: int, token: Callable[..., str]):
+    check = JWTVerifier([Key.secret(SECRET, "HS256")], cache_size=cache_size)
+    raw = token(sub="u1", roles=["a", "b"])
+
+    claims = check.verify(raw, now=NOW)
+
+    assert type(claims) is Claims
+    assert claims == Claims(dict(claims.items()))
+    assert claims.subject == "u1"
+    assert claims["roles"] == ("a", "b")
+    assert type(claims._data) is dict
+    with pytest.raises(AttributeError):
+        claims.other = 1  # type: ignore[attr-defined]
+
+
+class _OwnNew:
+    __slots__ = ("data",)
+
+    def __new__(cls) -> _OwnNew:
+        return super().__new__(cls)
+
+
+class _Readonly:
+    __slots__ = ()
+    data = property(lambda self: None)
+
+
+class _Plain:
+    __slots__ = ("data",)
+
+
+class _Subclass(_Plain):
+    __slots__ = ()
+
+
+@pytest.mark.parametrize(
+    ("claims", "slot", "why"),
+    [
+        (_OwnNew, "data", "has its own __new__"),
+        (_Readonly, "data", "slot is not a member"),
+        (_Plain, "missing", "defines no such slot"),
+        (_Subclass, "data", "defines no such slot"),
+        (len, "data", "needs claims to be a class"),
+    ],
+)
+def test_a_claims_slot_the_core_cannot_fill_is_refused(claims: object, slot: str, why: str):
+    with pytest.raises(TypeError, match=why):
+        TokenCache(1, 60.0, verify=lambda token, now: {}, claims=claims, claims_slot=slot)  # type: ignore[arg-type]
+
+
+def test_a_plain_slot_class_is_filled_by_the_core(signer: Signer):
+    engine = JWTVerifier([Key.secret(SECRET, "HS256")], cache_size=0)._engine
+    cache = TokenCache(4, 60.0, verify=engine.verify, claims=_Plain, claims_slot="data")
+
+    made = cache.verify(signer.mint({"exp": NOW + 60, "sub": "s"}), now=NOW)
+
+    assert type(made) is _Plain
+    assert made.data == {"exp": NOW + 60, "sub": "s"}

@@ -133,6 +133,7 @@ class TokenCache:
         max_age: float | None = None,
         verify: Callable[[str | bytes, float], Any] | None = None,
         claims: Callable[[Any], Any] | None = None,
+        claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> TokenCache: ...

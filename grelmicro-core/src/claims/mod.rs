@@ -173,7 +173,7 @@ pub fn decode<B: Builder>(
         return Err(malformed("payload is not a JSON object"));
     }
     let mut seen = Seen::default();
-    let mut object = builder.object()?;
+    let mut object = builder.root()?;
     let mut name = jiter.known_object()?;
     while let Some(text) = name {
         let slot = Claim::from_name(text);

@@ -49,11 +49,7 @@ pub(super) fn unverified_header<'py>(
     let decoded = token::decode(segments.header).map_err(explain)?;
     // Validate like the verifier would, then build the full mapping.
     header::parse(&decoded, DEFAULT_MAX_DEPTH)?;
-    let mut builder = PyBuilder {
-        py,
-        issuers: &[],
-        audiences: &[],
-    };
+    let mut builder = PyBuilder::new(py, &[], &[]);
     json::document(&decoded, &mut builder, DEFAULT_MAX_DEPTH)?.call_method0("copy")
 }
 

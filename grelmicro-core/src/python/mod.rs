@@ -30,6 +30,7 @@ mod functions;
 mod keys;
 mod objects;
 mod policy;
+mod raw;
 mod verifier;
 
 create_exception!(

@@ -5,6 +5,7 @@ use num_bigint::BigInt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
 
+use super::raw;
 use crate::error::{Error, ErrorKind};
 use crate::json::Builder;
 
@@ -18,6 +19,25 @@ pub(super) struct PyBuilder<'py, 'a> {
     /// contend on their reference counts).
     pub(super) issuers: &'a [Py<PyString>],
     pub(super) audiences: &'a [Py<PyString>],
+    /// Members the top-level object is made room for (the last payload's).
+    pub(super) root_room: usize,
+}
+
+impl<'py, 'a> PyBuilder<'py, 'a> {
+    /// A builder whose configured issuers and audiences are `issuers` and
+    /// `audiences`, with no room made ahead for the top-level object.
+    pub(super) fn new(
+        py: Python<'py>,
+        issuers: &'a [Py<PyString>],
+        audiences: &'a [Py<PyString>],
+    ) -> Self {
+        PyBuilder {
+            py,
+            issuers,
+            audiences,
+            root_room: 0,
+        }
+    }
 }
 
 fn lost(_: PyErr) -> Error {
@@ -48,7 +68,7 @@ impl<'py> Builder for PyBuilder<'py, '_> {
         Ok(PyFloat::new(self.py, value).into_any())
     }
     fn string(&mut self, value: &str) -> BuildResult<Self::Value> {
-        Ok(PyString::new(self.py, value).into_any())
+        Ok(raw::string(self.py, value).map_err(lost)?.into_any())
     }
     fn array(&mut self, items: Vec<Self::Value>) -> BuildResult<Self::Value> {
         Ok(PyTuple::new(self.py, items).map_err(lost)?.into_any())
@@ -75,6 +95,9 @@ impl<'py> Builder for PyBuilder<'py, '_> {
         let before = object.len();
         object.set_item(key, value).map_err(lost)?;
         Ok(object.len() > before)
+    }
+    fn root(&mut self) -> BuildResult<Self::Object> {
+        raw::dict_with_room(self.py, self.root_room).map_err(lost)
     }
     fn finish_object(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
         Ok(PyMappingProxy::new(self.py, object.as_mapping()).into_any())

@@ -1,5 +1,6 @@
 //! `Verifier`: keys plus policy, the whole check in one call.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -23,6 +24,11 @@ pub struct PyVerifier {
     /// Signature checks cheap enough that releasing the GIL costs more than
     /// it frees (HMAC over small tokens) run attached.
     detach_from: usize,
+    /// Members of the last payload built: the next one's top-level dict is
+    /// made that large at once (tokens of one issuer share a layout), so it
+    /// never resizes while filling. Written only when it changes, so
+    /// threads verifying one issuer's tokens only read it.
+    layout: AtomicUsize,
 }
 
 /// Tokens at least this long are verified detached even under HMAC.
@@ -50,6 +56,7 @@ impl PyVerifier {
             audiences: shared(policy.inner.audiences()),
             inner,
             detach_from,
+            layout: AtomicUsize::new(0),
         })
     }
 
@@ -68,19 +75,20 @@ impl PyVerifier {
             self.inner.authenticate(bytes)
         }
         .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
-        let mut builder = PyBuilder {
-            py,
-            issuers: &self.issuers,
-            audiences: &self.audiences,
-        };
+        let mut builder = PyBuilder::new(py, &self.issuers, &self.audiences);
+        builder.root_room = self.layout.load(Ordering::Relaxed);
         // The top level stays a plain dict: the Python layer keeps it private.
         let claims = self.inner.claims(&payload, &mut builder, now)?;
-        claims.cast_into::<PyDict>().map_err(|_| {
+        let claims = claims.cast_into::<PyDict>().map_err(|_| {
             PyErr::from(Error::new(
                 ErrorKind::Malformed,
                 "payload is not a JSON object",
             ))
-        })
+        })?;
+        if claims.len() != builder.root_room {
+            self.layout.store(claims.len(), Ordering::Relaxed);
+        }
+        Ok(claims)
     }
 
     /// Algorithms this verifier accepts.
