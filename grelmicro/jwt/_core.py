@@ -61,25 +61,23 @@ def core_version_problem(installed: str | None, wanted: str | None) -> str | Non
 
 
 try:
-    from grelmicro_core import (
+    from grelmicro_core._core import (
         SOURCE_HASH,
         CoreError,
         Key,
         KeySet,
         Policy,
+        ProofVerifier,
+        TokenCache,
         Verifier,
+        VerifyCall,
         __version__,
         algorithms,
         error_kinds,
-        sha256_digest,
-        unverified_header,
-    )
-    from grelmicro_core._core import (
-        ProofVerifier,
-        TokenCache,
-        VerifyCall,
         jwk_thumbprint,
         normalize_htu,
+        sha256_digest,
+        unverified_header,
         unverified_issuer,
     )
     from grelmicro_core._core import _cache_key as cache_key

@@ -300,8 +300,8 @@ class JWTBearer(SecurityBase):
         """The refusal of a token presented with ``scheme`` (DPoPBearer words it per scheme)."""
         return self._invalid_token(reason)
 
-    def _token(self, scope: Scope) -> bytes | None:
-        """The bearer token of the request, ``None`` if it carries none."""
+    def _authorization(self, scope: Scope) -> bytes | None:
+        """The request's one ``Authorization`` header, ``None`` if it has none."""
         value: bytes | None = None
         for name, raw in scope["headers"]:
             if name == b"authorization":
@@ -310,6 +310,11 @@ class JWTBearer(SecurityBase):
                         "multiple-tokens", "The request carries more than one Authorization header."
                     )
                 value = raw
+        return value
+
+    def _token(self, scope: Scope) -> bytes | None:
+        """The bearer token of the request, ``None`` if it carries none."""
+        value = self._authorization(scope)
         query = scope.get("query_string")
         if query and b"access_token" in query and _has_query_token(query):
             if value is not None:
@@ -368,49 +373,58 @@ class JWTBearer(SecurityBase):
             headers={"WWW-Authenticate": self._challenge},
         )
 
-    def _invalid_token(self, reason: str) -> BearerError:
-        return BearerError(
-            401,
-            error="invalid_token",
-            reason=reason,
-            detail=_DETAILS.get(reason, "The token was refused."),
-            headers={
-                "WWW-Authenticate": self._error_prefix
-                + f'error="invalid_token", error_description="{reason}"'
-            },
-        )
+    def _refusal(
+        self,
+        status_code: int,
+        error: str,
+        reason: str,
+        detail: str,
+        attributes: str,
+        *,
+        prefix: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> BearerError:
+        """A refusal whose challenge names ``error``: ``<prefix>error="<error>", <attributes>``.
 
-    def _invalid_request(self, reason: str, detail: str) -> BearerError:
+        ``prefix`` is the scheme and realm (by default the Bearer ones);
+        ``headers`` are sent after ``WWW-Authenticate``.
+        """
+        challenge = (self._error_prefix if prefix is None else prefix) + f'error="{error}", '
         return BearerError(
-            400,
-            error="invalid_request",
+            status_code,
+            error=error,
             reason=reason,
             detail=detail,
-            headers={
-                "WWW-Authenticate": self._error_prefix
-                + f'error="invalid_request", error_description="{reason}"'
-            },
+            headers={"WWW-Authenticate": challenge + attributes, **(headers or {})},
+        )
+
+    def _invalid_token(self, reason: str) -> BearerError:
+        detail = _DETAILS.get(reason, "The token was refused.")
+        return self._refusal(401, "invalid_token", reason, detail, f'error_description="{reason}"')
+
+    def _invalid_request(self, reason: str, detail: str) -> BearerError:
+        return self._refusal(
+            400, "invalid_request", reason, detail, f'error_description="{reason}"'
         )
 
     def _insufficient_scope(self, required: list[str]) -> BearerError:
         scope = " ".join(_scope_token(item) for item in required)
-        return BearerError(
-            403,
-            error="insufficient_scope",
-            reason="insufficient-scope",
-            detail=f"The token lacks a required scope: {scope}.",
-            headers={
-                "WWW-Authenticate": self._error_prefix
-                + f'error="insufficient_scope", scope="{scope}"'
-            },
+        detail = f"The token lacks a required scope: {scope}."
+        return self._refusal(
+            403, "insufficient_scope", "insufficient-scope", detail, f'scope="{scope}"'
         )
 
-    def _unavailable(self) -> BearerError:
+    def _unavailable(
+        self,
+        reason: str = KeysUnavailableError.reason,
+        detail: str = "The keys to verify tokens are unavailable; try again later.",
+    ) -> BearerError:
+        """A 503 with ``Retry-After``: by default, no keys to verify with."""
         return BearerError(
             503,
             error=None,
-            reason=KeysUnavailableError.reason,
-            detail="The keys to verify tokens are unavailable; try again later.",
+            reason=reason,
+            detail=detail,
             headers={"Retry-After": str(self.retry_after)},
         )
 

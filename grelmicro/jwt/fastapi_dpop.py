@@ -137,17 +137,8 @@ class DPoPBearer(JWTBearer):
 
     def _credentials(self, scope: Scope) -> tuple[str, bytes, bytes | None] | None:
         """``(scheme, token, proof)`` of the request, ``None`` without credentials."""
-        authorization: bytes | None = None
-        proofs: list[bytes] = []
-        for name, raw in scope["headers"]:
-            if name == b"authorization":
-                if authorization is not None:
-                    raise self._invalid_request(
-                        "multiple-tokens", "The request carries more than one Authorization header."
-                    )
-                authorization = raw
-            elif name == b"dpop":
-                proofs.append(raw)
+        authorization = self._authorization(scope)
+        proofs = [raw for name, raw in scope["headers"] if name == b"dpop"]
         if len(proofs) > 1:
             raise self._proof_refused("dpop-proof")
         proof = proofs[0] if proofs else None
@@ -202,7 +193,9 @@ class DPoPBearer(JWTBearer):
             raise self._proof_refused(exc.reason) from None
         except DPoPReplayError as exc:
             if exc.store_full:
-                raise self._unavailable_store() from None
+                raise self._unavailable(
+                    "dpop-replay-store-full", "Too many DPoP proofs are in flight; try again later."
+                ) from None
             raise self._proof_refused(exc.reason) from None
         except DPoPBindingError as exc:
             raise self._token_refused("DPoP", exc.reason) from None
@@ -212,49 +205,30 @@ class DPoPBearer(JWTBearer):
     def _token_refused(self, scheme: str, reason: str) -> BearerError:
         if scheme != "DPoP" and reason != "dpop-binding":
             return self._invalid_token(reason)
-        return BearerError(
-            401,
-            error="invalid_token",
-            reason=reason,
-            detail=_DETAILS.get(reason, "The token was refused."),
-            headers={
-                "WWW-Authenticate": self._dpop_prefix
-                + f'error="invalid_token", error_description="{reason}", {self._algs}'
-            },
+        return self._dpop_refusal(
+            "invalid_token", reason, _DETAILS.get(reason, "The token was refused.")
         )
 
     def _proof_refused(self, reason: str) -> BearerError:
-        return BearerError(
-            401,
-            error="invalid_dpop_proof",
-            reason=reason,
-            detail=_DETAILS.get(reason, "The DPoP proof was refused."),
-            headers={
-                "WWW-Authenticate": self._dpop_prefix
-                + f'error="invalid_dpop_proof", error_description="{reason}", {self._algs}'
-            },
+        return self._dpop_refusal(
+            "invalid_dpop_proof", reason, _DETAILS.get(reason, "The DPoP proof was refused.")
         )
 
     def _use_nonce(self) -> BearerError:
         nonces = self.dpop.nonces
         assert nonces is not None  # noqa: S101 - only raised when nonces are on
-        return BearerError(
-            401,
-            error="use_dpop_nonce",
-            reason="use-dpop-nonce",
-            detail=_DETAILS["use-dpop-nonce"],
-            headers={
-                "WWW-Authenticate": self._dpop_prefix
-                + f'error="use_dpop_nonce", error_description="use-dpop-nonce", {self._algs}',
-                "DPoP-Nonce": nonces.current(),
-            },
+        return self._dpop_refusal(
+            "use_dpop_nonce",
+            "use-dpop-nonce",
+            _DETAILS["use-dpop-nonce"],
+            headers={"DPoP-Nonce": nonces.current()},
         )
 
-    def _unavailable_store(self) -> BearerError:
-        return BearerError(
-            503,
-            error=None,
-            reason="dpop-replay-store-full",
-            detail="Too many DPoP proofs are in flight; try again later.",
-            headers={"Retry-After": str(self.retry_after)},
+    def _dpop_refusal(
+        self, error: str, reason: str, detail: str, headers: dict[str, str] | None = None
+    ) -> BearerError:
+        """A 401 with the DPoP challenge: ``DPoP error="<error>", error_description=..., algs``."""
+        attributes = f'error_description="{reason}", {self._algs}'
+        return self._refusal(
+            401, error, reason, detail, attributes, prefix=self._dpop_prefix, headers=headers
         )

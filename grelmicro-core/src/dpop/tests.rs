@@ -74,8 +74,18 @@ fn verifier() -> ProofVerifier {
     ProofVerifier::new(ProofOptions::default()).unwrap()
 }
 
+/// `verifier` on a proof for a GET of `URI` with `TOKEN`, bound to `jkt`, at `now`.
+fn verify_at(
+    verifier: &ProofVerifier,
+    proof: &[u8],
+    jkt: &str,
+    now: f64,
+) -> std::result::Result<Accepted, Refusal> {
+    verifier.verify(proof, "GET", URI, TOKEN, jkt, now)
+}
+
 fn check(signer: &Signer, proof: &[u8]) -> std::result::Result<Accepted, Refusal> {
-    verifier().verify(proof, "GET", URI, TOKEN, &signer.jkt(), NOW)
+    verify_at(&verifier(), proof, &signer.jkt(), NOW)
 }
 
 #[test]
@@ -179,16 +189,7 @@ fn signature_and_binding() {
     let forged = other.sign(&signer.header(), &claims(""));
     assert_eq!(check(&signer, &forged).unwrap_err().check, Check::Signature);
     // A good proof by a key the token is not bound to.
-    let refusal = verifier()
-        .verify(
-            &other.proof(&claims("")),
-            "GET",
-            URI,
-            TOKEN,
-            &signer.jkt(),
-            NOW,
-        )
-        .unwrap_err();
+    let refusal = check(&signer, &other.proof(&claims(""))).unwrap_err();
     assert_eq!(refusal.check, Check::Binding);
     assert_eq!(refusal.kind().as_str(), "dpop-binding");
 }
@@ -201,27 +202,10 @@ fn size_and_time_limits() {
         ..ProofOptions::default()
     })
     .unwrap();
-    let refusal = small
-        .verify(
-            &signer.proof(&claims("")),
-            "GET",
-            URI,
-            TOKEN,
-            &signer.jkt(),
-            NOW,
-        )
-        .unwrap_err();
+    let refusal = verify_at(&small, &signer.proof(&claims("")), &signer.jkt(), NOW).unwrap_err();
     assert_eq!(refusal.error.kind(), ErrorKind::TooLarge);
-    let refusal = verifier()
-        .verify(
-            &signer.proof(&claims("")),
-            "GET",
-            URI,
-            TOKEN,
-            &signer.jkt(),
-            f64::NAN,
-        )
-        .unwrap_err();
+    let proof = signer.proof(&claims(""));
+    let refusal = verify_at(&verifier(), &proof, &signer.jkt(), f64::NAN).unwrap_err();
     assert_eq!(refusal.check, Check::IssuedAt);
 }
 
@@ -245,9 +229,7 @@ fn ed25519_proofs_and_small_order_keys() {
         token::encode(pair.sign(input.as_bytes()).as_ref())
     );
     let jkt = thumbprint(&Value::parse(jwk.as_bytes(), 8).unwrap()).unwrap();
-    assert!(verifier()
-        .verify(proof.as_bytes(), "GET", URI, TOKEN, &jkt, NOW)
-        .is_ok());
+    assert!(verify_at(&verifier(), proof.as_bytes(), &jkt, NOW).is_ok());
     // The identity point: any signature would do, so the key is refused.
     let mut identity = [0u8; 32];
     identity[0] = 1;
@@ -261,9 +243,7 @@ fn ed25519_proofs_and_small_order_keys() {
         token::encode(claims("").as_bytes())
     );
     let proof = format!("{input}.{}", token::encode(&[0u8; 64]));
-    let refusal = verifier()
-        .verify(proof.as_bytes(), "GET", URI, TOKEN, &jkt, NOW)
-        .unwrap_err();
+    let refusal = verify_at(&verifier(), proof.as_bytes(), &jkt, NOW).unwrap_err();
     assert_eq!(refusal.check, Check::Key);
 }
 
@@ -305,6 +285,26 @@ fn rfc7638_example_thumbprint() {
     assert_eq!(thumbprint(&reordered).unwrap(), thumbprint(&value).unwrap());
     let escaped = Value::parse(br#"{"kty":"RSA","n":"a\"b","e":"AQAB"}"#, 8).unwrap();
     assert!(thumbprint(&escaped).is_err());
+}
+
+#[test]
+fn ec_and_okp_thumbprints_match_the_rfc_examples() {
+    let cases = [
+        // RFC 9449 §6.1: the `jkt` of the key its example proofs carry.
+        (
+            r#"{"kty":"EC","x":"l8tFrhx-34tV3hRICRDY9zCkDlpBhF42UQUfWVAWBFs","y":"9VE4jf_Ok_o64zbTTlcuNJajHmt6v9TDVrU0CdvGRDA","crv":"P-256"}"#,
+            "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I",
+        ),
+        // RFC 8037 Appendix A.3.
+        (
+            r#"{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}"#,
+            "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k",
+        ),
+    ];
+    for (jwk, expected) in cases {
+        let value = Value::parse(jwk.as_bytes(), 8).unwrap();
+        assert_eq!(thumbprint(&value).unwrap(), expected, "{jwk}");
+    }
 }
 
 #[test]

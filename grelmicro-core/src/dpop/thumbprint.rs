@@ -30,40 +30,24 @@ pub fn thumbprint(jwk: &Value) -> Result<String> {
         }
         Ok(value)
     };
-    let kty = KeyType::from_jwk(text("kty")?);
-    let mut canonical = String::with_capacity(256);
-    match kty {
-        Some(KeyType::Rsa) => {
-            let _ = write!(
-                canonical,
-                r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
-                text("e")?,
-                text("n")?
-            );
-        }
-        Some(KeyType::Ec) => {
-            let _ = write!(
-                canonical,
-                r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
-                text("crv")?,
-                text("x")?,
-                text("y")?
-            );
-        }
-        Some(KeyType::Okp) => {
-            let _ = write!(
-                canonical,
-                r#"{{"crv":"{}","kty":"OKP","x":"{}"}}"#,
-                text("crv")?,
-                text("x")?
-            );
-        }
+    // The required members of each key type, in lexicographic order.
+    let (kty, members): (&str, &[&str]) = match KeyType::from_jwk(text("kty")?) {
+        Some(KeyType::Rsa) => ("RSA", &["e", "kty", "n"]),
+        Some(KeyType::Ec) => ("EC", &["crv", "kty", "x", "y"]),
+        Some(KeyType::Okp) => ("OKP", &["crv", "kty", "x"]),
         Some(KeyType::Oct) | None => {
             return Err(Error::new(
                 ErrorKind::InvalidKey,
                 "JWK kty has no thumbprint here (RSA, EC or OKP)",
             ))
         }
+    };
+    let mut canonical = String::with_capacity(256);
+    for (index, &name) in members.iter().enumerate() {
+        let value = if name == "kty" { kty } else { text(name)? };
+        let separator = if index == 0 { '{' } else { ',' };
+        let _ = write!(canonical, r#"{separator}"{name}":"{value}""#);
     }
+    canonical.push('}');
     Ok(token::encode(&crate::digest::sha256(canonical.as_bytes())))
 }
