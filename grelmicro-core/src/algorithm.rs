@@ -40,6 +40,16 @@ pub enum Family {
 }
 
 impl Algorithm {
+    /// The names of the algorithms for which `allows` holds, in the order of
+    /// [`Algorithm::ALL`] (what a verifier reports as its `algorithms`).
+    pub fn names_where(allows: impl Fn(Algorithm) -> bool) -> Vec<&'static str> {
+        Algorithm::ALL
+            .into_iter()
+            .filter(|a| allows(*a))
+            .map(Algorithm::name)
+            .collect()
+    }
+
     /// Every algorithm, in a stable order.
     pub const ALL: [Algorithm; 15] = [
         Algorithm::HS256,

@@ -83,7 +83,7 @@ pub fn parse(data: &[u8], max_depth: usize) -> Result<Header> {
                 }
                 // Other members are validated (duplicates, depth) and dropped.
                 let peek = jiter.peek()?;
-                value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
+                value(&mut jiter, peek, &mut SkipBuilder::strict(), 1, max_depth)?;
             }
         }
         name = jiter.next_key()?;

@@ -150,12 +150,37 @@ pub fn document<B: Builder>(data: &[u8], builder: &mut B, max_depth: usize) -> R
     Ok(out)
 }
 
-/// Validates and discards values (duplicate names and depth still checked).
-pub struct SkipBuilder;
+/// Validates and discards values; depth is always checked. A strict walk
+/// ([`SkipBuilder::strict`]) refuses duplicate member names like every other
+/// walk; a lenient one ([`SkipBuilder::lenient`]) accepts them and tells a
+/// callback every member name (used to recognise key material).
+pub struct SkipBuilder<F = fn(&str)> {
+    on_name: F,
+    strict: bool,
+}
 
-impl Builder for SkipBuilder {
+impl SkipBuilder {
+    pub fn strict() -> SkipBuilder {
+        SkipBuilder {
+            on_name: |_| {},
+            strict: true,
+        }
+    }
+}
+
+impl<F: FnMut(&str)> SkipBuilder<F> {
+    pub fn lenient(on_name: F) -> SkipBuilder<F> {
+        SkipBuilder {
+            on_name,
+            strict: false,
+        }
+    }
+}
+
+impl<F: FnMut(&str)> Builder for SkipBuilder<F> {
     type Value = ();
-    type Key = String;
+    /// The name, kept only by a strict walk (for its duplicate check).
+    type Key = Option<String>;
     type Object = HashSet<String>;
 
     fn null(&mut self) -> Result<()> {
@@ -179,14 +204,20 @@ impl Builder for SkipBuilder {
     fn array(&mut self, _: Vec<()>) -> Result<()> {
         Ok(())
     }
-    fn key(&mut self, name: &str) -> Result<String> {
-        Ok(name.to_owned())
+    fn key(&mut self, name: &str) -> Result<Option<String>> {
+        (self.on_name)(name);
+        Ok(self.strict.then(|| name.to_owned()))
     }
     fn object(&mut self) -> Result<HashSet<String>> {
         Ok(HashSet::new())
     }
-    fn insert(&mut self, object: &mut HashSet<String>, key: String, (): ()) -> Result<bool> {
-        Ok(object.insert(key))
+    fn insert(
+        &mut self,
+        object: &mut HashSet<String>,
+        key: Option<String>,
+        (): (),
+    ) -> Result<bool> {
+        Ok(key.is_none_or(|key| object.insert(key)))
     }
     fn finish_object(&mut self, _: HashSet<String>) -> Result<()> {
         Ok(())

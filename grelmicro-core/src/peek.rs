@@ -30,7 +30,7 @@ pub fn unverified_issuer(
     let mut jiter = Jiter::new(&payload);
     let peek = jiter.peek()?;
     if peek != Peek::Object {
-        json::value(&mut jiter, peek, &mut SkipBuilder, 0, max_depth)?;
+        json::value(&mut jiter, peek, &mut SkipBuilder::strict(), 0, max_depth)?;
         jiter.finish()?;
         return Ok(None);
     }
@@ -48,11 +48,11 @@ pub fn unverified_issuer(
             issuer = Some(if peek == Peek::String {
                 Some(jiter.known_str()?.to_owned())
             } else {
-                json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
+                json::value(&mut jiter, peek, &mut SkipBuilder::strict(), 1, max_depth)?;
                 None
             });
         } else {
-            json::value(&mut jiter, peek, &mut SkipBuilder, 1, max_depth)?;
+            json::value(&mut jiter, peek, &mut SkipBuilder::strict(), 1, max_depth)?;
         }
         next = jiter.next_key()?.map(|name| name == "iss");
     }

@@ -7,7 +7,7 @@
 use aws_lc_rs::signature::ParsedPublicKey;
 
 use crate::der;
-use crate::error::Result;
+use crate::json::SkipBuilder;
 
 /// Whether `bytes` is DER of a public key or certificate.
 fn is_public_key_der(bytes: &[u8]) -> bool {
@@ -15,54 +15,6 @@ fn is_public_key_der(bytes: &[u8]) -> bool {
         && (der::parse_spki(bytes).is_ok()
             || der::certificate_spki(bytes).is_ok()
             || der::rsa_components(bytes).is_ok())
-}
-
-/// Looks for a member named `kty` or `keys` at any depth, tolerating what a
-/// strict parse refuses (duplicate members): a JWK with a duplicate member
-/// is still a public key.
-struct JwkFinder {
-    found: bool,
-}
-
-impl crate::json::Builder for JwkFinder {
-    type Value = ();
-    type Key = ();
-    type Object = ();
-
-    fn null(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn boolean(&mut self, _: bool) -> Result<()> {
-        Ok(())
-    }
-    fn int(&mut self, _: i64) -> Result<()> {
-        Ok(())
-    }
-    fn big_int(&mut self, _: &num_bigint::BigInt) -> Result<()> {
-        Ok(())
-    }
-    fn float(&mut self, _: f64) -> Result<()> {
-        Ok(())
-    }
-    fn string(&mut self, _: &str) -> Result<()> {
-        Ok(())
-    }
-    fn array(&mut self, _: Vec<()>) -> Result<()> {
-        Ok(())
-    }
-    fn key(&mut self, name: &str) -> Result<()> {
-        self.found |= name == "kty" || name == "keys";
-        Ok(())
-    }
-    fn object(&mut self) -> Result<()> {
-        Ok(())
-    }
-    fn insert(&mut self, (): &mut (), (): (), (): ()) -> Result<bool> {
-        Ok(true)
-    }
-    fn finish_object(&mut self, (): ()) -> Result<()> {
-        Ok(())
-    }
 }
 
 /// Whether text is (or looks like) a JWK, a JWKS or a list of JWKs: JSON
@@ -76,9 +28,14 @@ fn is_jwk_text(text: &[u8]) -> bool {
         return true;
     }
     // Escaped member names (`"k\u0074y"`): a lenient parse finds them.
-    let mut finder = JwkFinder { found: false };
-    let _ = crate::json::document(text, &mut finder, 512);
-    finder.found
+    // A lenient walk: a JWK with a duplicate member is still a public key.
+    let mut found = false;
+    let _ = crate::json::document(
+        text,
+        &mut SkipBuilder::lenient(|name: &str| found |= name == "kty" || name == "keys"),
+        512,
+    );
+    found
 }
 
 /// An uncompressed EC point on a supported curve, with or without its

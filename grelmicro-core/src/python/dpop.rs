@@ -77,11 +77,7 @@ impl PyProofVerifier {
     /// Algorithms proofs may be signed with.
     #[getter]
     fn algorithms(&self) -> Vec<&'static str> {
-        Algorithm::ALL
-            .iter()
-            .filter(|a| self.inner.allows(**a))
-            .map(|a| a.name())
-            .collect()
+        Algorithm::names_where(|a| self.inner.allows(a))
     }
 
     #[getter]

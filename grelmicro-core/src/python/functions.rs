@@ -28,11 +28,11 @@ pub(super) fn _cache_key<'py>(
     token: &Bound<'py, PyAny>,
     max_token_size: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-    if bytes.len() > max_token_size {
-        return Err(PyErr::from(token::too_large(bytes.len(), max_token_size)));
+    let size = input_bytes(token, ErrorKind::Malformed, "token")?.len();
+    if size > max_token_size {
+        return Err(PyErr::from(token::too_large(size, max_token_size)));
     }
-    Ok(PyBytes::new(py, &digest::sha256(bytes)))
+    sha256_digest(py, token)
 }
 
 /// The decoded header of a token, WITHOUT any verification (diagnostics only).

@@ -94,11 +94,7 @@ impl PyVerifier {
     /// Algorithms this verifier accepts.
     #[getter]
     fn algorithms(&self) -> Vec<&'static str> {
-        Algorithm::ALL
-            .iter()
-            .filter(|a| self.inner.allows(**a))
-            .map(|a| a.name())
-            .collect()
+        Algorithm::names_where(|a| self.inner.allows(a))
     }
 
     fn __repr__(&self) -> String {
