@@ -513,6 +513,35 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
             *(str(ROOT / s) for s in select),
             *pytest_args,
         )
+    if tag.endswith("t"):
+        free_threaded_numbers(session, vpy)
+
+
+def free_threaded_numbers(session: nox.Session, vpy: Path) -> None:
+    """On a free-threaded interpreter: the pool-thread hit check, then the thread table.
+
+    The table (1/2/4 pool threads on one verifier, beside a lock-free
+    control) is printed for the log, not asserted: it is how the GitHub
+    workflow reports 3.14t, which this machine kind cannot run.
+    """
+    session.run(
+        str(vpy), "-X", "gil=0", str(ROOT / "bench" / "pool_hit_check.py"), "--limit", "2.0"
+    )
+    dev(session)  # the fixtures' RSA and EC keys need cryptography, absent on 3.13t
+    with tempfile.TemporaryDirectory() as scratch:
+        fixtures = Path(scratch) / "fixtures.json"
+        session.run(str(PY), str(ROOT / "bench" / "fixtures.py"), str(fixtures))
+        session.run(
+            str(vpy),
+            "-X",
+            "gil=0",
+            str(ROOT / "bench" / "thread_scaling.py"),
+            str(fixtures),
+            "--rounds",
+            "3",
+            "--ms",
+            "150",
+        )
 
 
 @nox.session
