@@ -45,8 +45,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "jwt"))  # DPoP proofs
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the one token forge
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # forge, DPoP proofs
 
 from dpop_proofs import ProofSigner
 from forge import NOW, private_key

@@ -16,8 +16,8 @@ import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# The one token forge lives in tests/ (it imports no product code); appended,
-# so this directory's own modules (support) come first.
+# The one token forge and the DPoP proof helpers live in tests/ (they import no
+# product code); appended, so this directory's own modules (support) come first.
 sys.path.append(str(REPO / "tests"))
 
 import forge  # noqa: E402

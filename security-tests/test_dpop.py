@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import dpop_proofs
 import forge
 import pytest
 import support
@@ -74,28 +75,10 @@ def proof(
     return forge.mint(head, claims, RING.p256 if key is None else key, alg or head.get("alg"))
 
 
-def present(
-    dpop: DPoPVerifier,
-    token: str,
-    proof_text: str | None,
-    *,
-    scheme: str = "DPoP",
-    method: str = "GET",
-    uri: str = URI,
-    now: float = NOW,
-) -> None:
+def present(dpop: DPoPVerifier, token: str, proof_text: str | None, **request: Any) -> None:
     """The resource server's path: verify the token, then apply the DPoP rules."""
     verifier = JWTVerifier([Key.secret(ISSUER_SECRET, "HS256")], cache_size=0)
-    claims = verifier.verify(token, now=NOW)
-    dpop.check(
-        scheme=scheme,
-        access_token=token,
-        claims=claims,
-        proof=proof_text,
-        method=method,
-        uri=uri,
-        now=now,
-    )
+    dpop_proofs.present(dpop, verifier, token, proof_text, **request)
 
 
 def refused(

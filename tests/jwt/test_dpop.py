@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token
+from dpop_proofs import PROOF_ALGORITHMS, URI, ProofSigner, access_token, present
 from forge import NOW, SECRET, ath, b64url, hmac_key, json_bytes, nested_array, private_key
 
 from grelmicro.jwt import (
@@ -41,27 +41,9 @@ def tokens() -> JWTVerifier:
     return JWTVerifier([Key.secret(SECRET, "HS256")])
 
 
-def check(
-    dpop: DPoPVerifier,
-    token: str,
-    proof: str | None,
-    *,
-    scheme: str = "DPoP",
-    method: str = "GET",
-    uri: str = URI,
-    now: float = NOW,
-) -> None:
+def check(dpop: DPoPVerifier, token: str, proof: str | None, **request: Any) -> None:
     """Verify the access token, then apply the DPoP rules, as the FastAPI glue does."""
-    claims = JWTVerifier([Key.secret(SECRET, "HS256")]).verify(token, now=NOW)
-    dpop.check(
-        scheme=scheme,
-        access_token=token,
-        claims=claims,
-        proof=proof,
-        method=method,
-        uri=uri,
-        now=now,
-    )
+    present(dpop, JWTVerifier([Key.secret(SECRET, "HS256")]), token, proof, **request)
 
 
 # -- accepted proofs --------------------------------------------------------------

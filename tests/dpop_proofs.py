@@ -3,7 +3,9 @@
 Independent of ``grelmicro``: proofs are signed with ``cryptography`` through
 :mod:`forge`, which also computes the RFC 7638 thumbprint and ``ath`` with
 :mod:`hashlib` and :mod:`json`, so the core is checked against another
-implementation of both RFCs.
+implementation of both RFCs. It lives in ``tests/`` so that the security suite
+and the benchmarks import it as they import the forge; :func:`present` takes the
+verifiers it drives as arguments, so this module imports no product code either.
 """
 
 from __future__ import annotations
@@ -74,3 +76,30 @@ def access_token(jkt: str | None, **claims: Any) -> str:
         body["cnf"] = {"jkt": jkt}
     body.update(claims)
     return ISSUER.mint(body)
+
+
+def present(
+    dpop: Any,
+    tokens: Any,
+    token: str,
+    proof: str | None,
+    *,
+    scheme: str = "DPoP",
+    method: str = "GET",
+    uri: str = URI,
+    now: float = NOW,
+) -> None:
+    """Verify the token with ``tokens``, then apply ``dpop``'s rules, as the FastAPI glue does.
+
+    ``tokens`` is a ``JWTVerifier`` and ``dpop`` a ``DPoPVerifier``.
+    """
+    claims = tokens.verify(token, now=NOW)
+    dpop.check(
+        scheme=scheme,
+        access_token=token,
+        claims=claims,
+        proof=proof,
+        method=method,
+        uri=uri,
+        now=now,
+    )
