@@ -16,44 +16,23 @@ Run: ``.venv/bin/python bench/jwks_bench.py [--rounds 15] [--calls 20000]``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from fixtures import AUDIENCE, ISSUER, encode, public_material, typical_payload
+from support import documents
 
 from grelmicro.jwt import Issuer, JWTVerifier, Key
 
 OTHER_ISSUER = "https://other-issuer.example.com/"
-
-
-def serve(documents: dict[str, bytes]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = documents.get(self.path, b"")
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Cache-Control", "max-age=86400")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def per_call_ns(verify: Callable[[str], object], token: str, calls: int) -> float:
@@ -101,41 +80,39 @@ def main() -> int:
     rows: list[tuple[str, str, float, float, float]] = []
     for alg, private in keys.items():
         jwk = {**public_material(names[alg], private)["jwk"], "alg": alg}
-        documents = {
-            "/jwks": json.dumps({"keys": [jwk]}).encode(),
-            "/other": json.dumps({"keys": [other_jwk]}).encode(),
+        pages = {
+            "/jwks": {"keys": [jwk]},
+            "/other": {"keys": [other_jwk]},
         }
-        server = serve(documents)
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        token = encode(alg, private, payload)
+        # max-age: the network lanes must not refetch while timed.
+        with documents(pages, {"Cache-Control": "max-age=86400"}) as (base, _):
+            token = encode(alg, private, payload)
 
-        for mode, cache_size, calls in (
-            ("hit", 1024, args.calls),
-            ("full", 0, max(args.calls // 20, 200)),
-        ):
-            lanes = build(jwk, base, token, cache_size)
-            fetches = [v.health().fetch_count for v in lanes.values()]
-            samples: dict[str, list[float]] = {name: [] for name in lanes}
-            for _ in range(args.rounds):
-                for name, verifier in lanes.items():
-                    samples[name].append(per_call_ns(verifier.verify, token, calls))
-            after = [v.health().fetch_count for v in lanes.values()]
-            assert fetches == after, "a fetch happened while timing"
-            static_ns = statistics.median(samples["static"])
-            rows.extend(
-                (
-                    alg,
-                    mode,
-                    name,
-                    statistics.median(values),
-                    statistics.median(values) / static_ns,
+            for mode, cache_size, calls in (
+                ("hit", 1024, args.calls),
+                ("full", 0, max(args.calls // 20, 200)),
+            ):
+                lanes = build(jwk, base, token, cache_size)
+                fetches = [v.health().fetch_count for v in lanes.values()]
+                samples: dict[str, list[float]] = {name: [] for name in lanes}
+                for _ in range(args.rounds):
+                    for name, verifier in lanes.items():
+                        samples[name].append(per_call_ns(verifier.verify, token, calls))
+                after = [v.health().fetch_count for v in lanes.values()]
+                assert fetches == after, "a fetch happened while timing"
+                static_ns = statistics.median(samples["static"])
+                rows.extend(
+                    (
+                        alg,
+                        mode,
+                        name,
+                        statistics.median(values),
+                        statistics.median(values) / static_ns,
+                    )
+                    for name, values in samples.items()
                 )
-                for name, values in samples.items()
-            )
-            for verifier in lanes.values():
-                verifier.close()
-        server.shutdown()
-        server.server_close()
+                for verifier in lanes.values():
+                    verifier.close()
 
     print(
         f"# jwks_bench: Python {platform.python_version()} ({platform.machine()}), "

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from forge import NOW, Signer, signer, spki_pem
@@ -110,3 +113,44 @@ def together(count: int, work: Callable[[int], None], timeout: float = 120) -> l
         thread.join(timeout=timeout)
     assert not any(thread.is_alive() for thread in threads)
     return unexpected
+
+
+@contextmanager
+def documents(
+    pages: dict[str, Any], headers: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[str]]]:
+    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log.
+
+    Every answer carries ``headers`` too. HTTP/1.0, one connection per request:
+    the FastAPI lifespan test checks that shutdown ends the refresh task, which
+    it does not do within the test's wait against
+    ``tests/jwt/servers.DocumentServer``'s keep-alive connections. The JWKS
+    benchmark serves its key sets with this too.
+    """
+    log: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            log.append(self.path)
+            page = pages.get(self.path)
+            body = b"" if page is None else json.dumps(page).encode()
+            self.send_response(404 if page is None else 200)
+            self.send_header("Content-Type", "application/json")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", log
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

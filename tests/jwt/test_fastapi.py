@@ -6,12 +6,10 @@ lifespan, websockets, ``-> Claims`` routes and the ``Depends(verifier.verify)``
 mistake. Time is pinned with the verifier's clock.
 """
 
-import json
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
 from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
 from servers import DocumentServer, Running, jwks_of, serve
+from support import documents
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -355,41 +354,6 @@ def test_empty_bearer_credentials_are_invalid_request(client):
 
 
 # -- 503 -----------------------------------------------------------------------------------
-
-
-@contextmanager
-def documents(pages: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
-    """Serve JSON ``pages`` on 127.0.0.1 from a thread; yields the base URL and a request log.
-
-    HTTP/1.0, one connection per request: the lifespan test below checks that
-    shutdown ends the refresh task, which it does not do within the test's
-    wait against :class:`servers.DocumentServer`'s keep-alive connections.
-    """
-    log: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            log.append(self.path)
-            page = pages.get(self.path)
-            body = b"" if page is None else json.dumps(page).encode()
-            self.send_response(404 if page is None else 200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", log
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def network_verifier(url: str, **settings: Any) -> JWTVerifier:
