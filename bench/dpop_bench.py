@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # forge,
 
 from dpop_proofs import ProofSigner
 from forge import NOW, private_key
+from timing import timed_threads
 
 from grelmicro.jwt import (
     DPoPReplayError,
@@ -203,13 +204,7 @@ def flood(bound: int, threads: int = 12, per_thread: int = 8_000) -> dict[str, A
             outcomes.update(local)
 
     pool = [threading.Thread(target=work, args=(seed,)) for seed in range(threads)]
-    for thread in pool:
-        thread.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    elapsed = time.perf_counter() - start
+    elapsed = timed_threads(pool, barrier)
     return {
         "threads": threads,
         "operations": threads * per_thread,
@@ -267,13 +262,7 @@ def flood_proofs(threads: int = 12, unique: int = 1500) -> dict[str, Any]:
             refused.update(local)
 
     pool = [threading.Thread(target=work, args=(seed,)) for seed in range(threads)]
-    for thread in pool:
-        thread.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    elapsed = time.perf_counter() - start
+    elapsed = timed_threads(pool, barrier)
     return {
         "checks": threads * unique,
         "seconds": elapsed,

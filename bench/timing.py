@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import itertools
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -211,3 +212,17 @@ def run_rounds(
         if gc_was:
             gc.enable()
     return {lane_id: Timing(v, calls[lane_id]) for lane_id, v in per_call.items()}
+
+
+def timed_threads(pool: list[threading.Thread], barrier: threading.Barrier) -> float:
+    """Start ``pool``, release it at ``barrier`` and time until every thread has ended, in seconds.
+
+    The caller is the barrier's last party: each thread waits at it before its work.
+    """
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return time.perf_counter() - start

@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lanes as lanes_mod
-from timing import Lane, check, cyclic_garbage, expect_rejection, run_rounds
+from timing import Lane, check, cyclic_garbage, expect_rejection, run_rounds, timed_threads
 
 SUITES = ("algs", "algs-extra", "sizes", "secrets", "reject", "keysource", "threads", "memory")
 REJECTIONS = ("tampered", "wrong_key", "expired", "wrong_aud", "malformed", "unknown_kid")
@@ -330,13 +330,7 @@ def thread_rate(lane: Lane, raw: bytes, threads: int, calls: int) -> float:
         lane.loop(calls, raw)
 
     pool = [threading.Thread(target=work) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    t0 = time.perf_counter()
-    for t in pool:
-        t.join()
-    return threads * calls / (time.perf_counter() - t0)
+    return threads * calls / timed_threads(pool, barrier)
 
 
 def owner_and_pool_ns(lane: Lane, raw: bytes, calls: int, rounds: int) -> tuple[float, float]:
