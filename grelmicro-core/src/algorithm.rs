@@ -6,6 +6,7 @@
 use aws_lc_rs::signature::{self, VerificationAlgorithm};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::key::Sha2;
 
 /// A JWS signature algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,11 +152,12 @@ impl Algorithm {
         }
     }
 
-    pub(crate) fn hmac_algorithm(self) -> Option<aws_lc_rs::hmac::Algorithm> {
+    /// The hash an HMAC algorithm runs (`None` for the others).
+    pub(crate) fn hmac_hash(self) -> Option<Sha2> {
         match self {
-            Algorithm::HS256 => Some(aws_lc_rs::hmac::HMAC_SHA256),
-            Algorithm::HS384 => Some(aws_lc_rs::hmac::HMAC_SHA384),
-            Algorithm::HS512 => Some(aws_lc_rs::hmac::HMAC_SHA512),
+            Algorithm::HS256 => Some(Sha2::Sha256),
+            Algorithm::HS384 => Some(Sha2::Sha384),
+            Algorithm::HS512 => Some(Sha2::Sha512),
             _ => None,
         }
     }

@@ -26,7 +26,9 @@ pub trait Builder {
     fn float(&mut self, value: f64) -> Result<Self::Value>;
     fn string(&mut self, value: &str) -> Result<Self::Value>;
     fn array(&mut self, items: Vec<Self::Value>) -> Result<Self::Value>;
-    fn key(&mut self, name: &str) -> Result<Self::Key>;
+    /// A member name; `common` is its number in the common claim names
+    /// when the walk looked it up (the top level of a payload), else `None`.
+    fn key(&mut self, name: &str, common: Option<usize>) -> Result<Self::Key>;
     fn object(&mut self) -> Result<Self::Object>;
     /// Inserts a member; returns `false` when the name was already present.
     fn insert(
@@ -111,7 +113,7 @@ pub fn value<B: Builder>(
             let mut object = builder.object()?;
             let mut name = jiter.known_object()?;
             while let Some(text) = name {
-                let key = builder.key(text)?;
+                let key = builder.key(text, None)?;
                 let peek = jiter.peek()?;
                 let member = value(jiter, peek, builder, depth + 1, max_depth)?;
                 if !builder.insert(&mut object, key, member)? {
@@ -204,7 +206,7 @@ impl<F: FnMut(&str)> Builder for SkipBuilder<F> {
     fn array(&mut self, _: Vec<()>) -> Result<()> {
         Ok(())
     }
-    fn key(&mut self, name: &str) -> Result<Option<String>> {
+    fn key(&mut self, name: &str, _: Option<usize>) -> Result<Option<String>> {
         (self.on_name)(name);
         Ok(self.strict.then(|| name.to_owned()))
     }
@@ -294,7 +296,7 @@ impl Builder for ValueBuilder {
     fn array(&mut self, items: Vec<Value>) -> Result<Value> {
         Ok(Value::Array(items))
     }
-    fn key(&mut self, name: &str) -> Result<String> {
+    fn key(&mut self, name: &str, _: Option<usize>) -> Result<String> {
         Ok(name.to_owned())
     }
     fn object(&mut self) -> Result<Self::Object> {

@@ -19,6 +19,12 @@ use crate::keyset::KeySet;
 use crate::policy::Policy;
 use crate::token;
 
+/// Stack room for a decoded signature: the largest one accepted (RSA-8192).
+type SignatureRoom = token::Room<1024>;
+/// Stack room for a decoded payload: most payloads fit (larger ones go to
+/// the heap), so a verification allocates nothing for its segments.
+pub type PayloadRoom = token::Room<4096>;
+
 /// Header segments memoised per verifier.
 const MEMO_SLOTS: usize = 4;
 /// Longer header segments are never memoised.
@@ -113,8 +119,9 @@ impl Verifier {
     }
 
     /// Structure, header, key choice and signature: everything that needs no
-    /// Python objects. Returns the decoded (now authenticated) payload bytes.
-    pub fn authenticate(&self, token: &[u8]) -> Result<Vec<u8>> {
+    /// Python objects. Returns the decoded (now authenticated) payload bytes,
+    /// decoded into `room`.
+    pub fn authenticate<'r>(&self, token: &[u8], room: &'r mut PayloadRoom) -> Result<&'r [u8]> {
         let segments = token::split(token, self.policy.max_token_size)?;
         let (alg, index, fresh) = match self.recall(segments.header) {
             Some(memo) => (memo.alg, memo.key, false),
@@ -124,11 +131,12 @@ impl Verifier {
             }
         };
         let key: &Key = &self.keys.keys()[index];
-        let signature = token::decode(segments.signature)?;
+        let mut signature_room = SignatureRoom::new();
+        let signature = signature_room.decode(segments.signature)?;
         // Base64 first (cheap, reveals nothing): a mangled payload is refused
         // before the signature work. Its JSON is only read once authenticated.
-        let payload = token::decode(segments.payload)?;
-        key.verify(alg, segments.signing_input, &signature)?;
+        let payload = room.decode(segments.payload)?;
+        key.verify(alg, segments.signing_input, signature)?;
         if fresh {
             self.remember(segments.header, alg, index);
         }
@@ -147,8 +155,9 @@ impl Verifier {
 
     /// The whole verification into a Rust [`Value`].
     pub fn verify(&self, token: &[u8], now: f64) -> Result<Value> {
-        let payload = self.authenticate(token)?;
-        self.claims(&payload, &mut ValueBuilder, now)
+        let mut room = PayloadRoom::new();
+        let payload = self.authenticate(token, &mut room)?;
+        self.claims(payload, &mut ValueBuilder, now)
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use grelmicro_core::verifier::PayloadRoom;
 use grelmicro_core::{Algorithm, ErrorKind, Key, KeySet, Policy, PolicyOptions, Verifier};
 use serde_json::Value;
 
@@ -68,7 +69,7 @@ fn token_bytes(jws: &Value) -> Vec<u8> {
 fn authenticate(verifier: &Result<Verifier, ErrorKind>, jws: &Value) -> Seen {
     match verifier {
         Err(kind) => Seen::KeyRefused(*kind),
-        Ok(verifier) => match verifier.authenticate(&token_bytes(jws)) {
+        Ok(verifier) => match verifier.authenticate(&token_bytes(jws), &mut PayloadRoom::new()) {
             Ok(_) => Seen::Accepted,
             Err(err) => Seen::Rejected(err.kind()),
         },

@@ -11,6 +11,8 @@ use crate::error::{malformed, Detail, Error, ErrorKind, Result};
 use crate::json::{duplicate_member, value, Builder, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
+pub(crate) mod names;
+
 /// A registered claim (RFC 7519 §4.1) the walk checks; its discriminant
 /// is its index in [`REGISTERED`] and its bit in the policy's required set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,17 +37,14 @@ impl Claim {
         Claim::Jti,
     ];
 
+    /// The registered claim numbered `common` in [`names::COMMON`], if any.
+    fn from_common(common: usize) -> Option<Claim> {
+        Claim::ALL.get(common).copied()
+    }
+
+    #[cfg(test)]
     fn from_name(name: &str) -> Option<Claim> {
-        Some(match name {
-            "exp" => Claim::Exp,
-            "nbf" => Claim::Nbf,
-            "iat" => Claim::Iat,
-            "iss" => Claim::Iss,
-            "aud" => Claim::Aud,
-            "sub" => Claim::Sub,
-            "jti" => Claim::Jti,
-            _ => return None,
-        })
+        names::common(name).and_then(Claim::from_common)
     }
 
     const fn name(self) -> &'static str {
@@ -176,14 +175,15 @@ pub fn decode<B: Builder>(
     let mut object = builder.root()?;
     let mut name = jiter.known_object()?;
     while let Some(text) = name {
-        let slot = Claim::from_name(text);
-        let is_azp = slot.is_none() && !policy.azp.is_empty() && text == "azp";
+        let common = names::common(text);
+        let slot = common.and_then(Claim::from_common);
+        let is_azp = common == Some(names::AZP) && !policy.azp.is_empty();
         if slot.is_none() && !policy.required_other.is_empty() {
             if let Some(index) = policy.required_other.iter().position(|r| r == text) {
                 seen.other_present |= 1 << index;
             }
         }
-        let key = builder.key(text)?;
+        let key = builder.key(text, common)?;
         let member = match slot {
             Some(claim @ (Claim::Exp | Claim::Nbf | Claim::Iat)) => {
                 let (member, time) = time_value(&mut jiter, builder, claim.name())?;

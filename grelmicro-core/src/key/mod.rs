@@ -8,7 +8,6 @@
 //! cheap to share.
 
 use aws_lc_rs::digest;
-use aws_lc_rs::hmac;
 use aws_lc_rs::signature::ParsedPublicKey;
 
 use crate::algorithm::{Algorithm, Family};
@@ -17,10 +16,12 @@ use crate::error::{invalid_key, Error, ErrorKind, Result};
 
 mod forms;
 mod jwk;
+mod mac;
 mod rules;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use mac::Sha2;
 pub use rules::{MAX_RSA_BITS, MIN_RSA_BITS};
 
 /// The JWK key type (`kty`, RFC 7518 §6.1) a key has, whatever form it came in.
@@ -132,7 +133,7 @@ impl Curve {
 }
 
 enum Material {
-    Hmac(hmac::Key),
+    Hmac(mac::MacKey),
     Public(ParsedPublicKey),
 }
 
@@ -170,12 +171,12 @@ fn fingerprint(algorithm: Algorithm, bytes: &[u8]) -> [u8; 32] {
 impl Key {
     /// An HMAC secret for HS256/384/512.
     pub fn secret(secret: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
-        let hmac_alg = rules::check_secret(secret, algorithm)?;
+        let hash = rules::check_secret(secret, algorithm)?;
         Ok(Key {
             algorithm,
             kid: rules::check_kid(kid)?,
             kty: KeyType::Oct,
-            material: Material::Hmac(hmac::Key::new(hmac_alg, secret)),
+            material: Material::Hmac(mac::MacKey::new(hash, secret)),
             fingerprint: fingerprint(algorithm, secret),
         })
     }
@@ -292,7 +293,8 @@ impl Key {
     pub fn verify(&self, alg: Algorithm, message: &[u8], signature: &[u8]) -> Result<()> {
         const BAD: Error = Error::new(ErrorKind::Signature, "signature verification failed");
         match &self.material {
-            Material::Hmac(key) => hmac::verify(key, message, signature).map_err(|_| BAD),
+            Material::Hmac(key) if key.verify(message, signature) => Ok(()),
+            Material::Hmac(_) => Err(BAD),
             Material::Public(key) => {
                 if let Some(expected) = alg.fixed_signature_len() {
                     if signature.len() != expected {

@@ -8,9 +8,7 @@
 //! encryption or holding private members, an empty `kid`. The parsers in
 //! [`super`] and [`super::jwk`] call these and nothing else refuses.
 
-use aws_lc_rs::hmac;
-
-use super::{forms, Curve, KeyType};
+use super::{forms, Curve, KeyType, Sha2};
 use crate::algorithm::{Algorithm, Family};
 use crate::der;
 use crate::error::{invalid_key, Error, ErrorKind, Result};
@@ -31,8 +29,8 @@ pub(super) fn check_kid(kid: Option<String>) -> Result<Option<String>> {
 // --- HMAC secrets: long enough, and never a public key ----------------------
 /// The rules for an HMAC secret: an HMAC algorithm, not a public key in any
 /// form, at least as long as the hash output. Gives the HMAC algorithm.
-pub(super) fn check_secret(secret: &[u8], algorithm: Algorithm) -> Result<hmac::Algorithm> {
-    let Some(hmac_alg) = algorithm.hmac_algorithm() else {
+pub(super) fn check_secret(secret: &[u8], algorithm: Algorithm) -> Result<Sha2> {
+    let Some(hash) = algorithm.hmac_hash() else {
         return Err(Error::with(
             ErrorKind::InvalidKey,
             format!(
@@ -59,7 +57,7 @@ pub(super) fn check_secret(secret: &[u8], algorithm: Algorithm) -> Result<hmac::
             ),
         ));
     }
-    Ok(hmac_alg)
+    Ok(hash)
 }
 
 // --- PEM ---------------------------------------------------------------------

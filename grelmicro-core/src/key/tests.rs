@@ -156,7 +156,7 @@ fn public_key_forms_are_not_hmac_secrets() {
     assert!(Key::secret(&[0x30; 40], Algorithm::HS256, None).is_ok());
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+pub(super) fn to_hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut out, b| {
         let _ = write!(out, "{b:02x}");

@@ -13,7 +13,7 @@ use super::policy::PyPolicy;
 use crate::algorithm::{Algorithm, Family};
 use crate::error::{Error, ErrorKind};
 use crate::token;
-use crate::verifier::Verifier as CoreVerifier;
+use crate::verifier::{PayloadRoom, Verifier as CoreVerifier};
 
 /// Keys plus policy; `verify(token, now)` does the whole check in one call.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "Verifier")]
@@ -69,16 +69,17 @@ impl PyVerifier {
         now: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        let mut room = PayloadRoom::new();
         let payload = if bytes.len() >= self.detach_from {
-            py.detach(|| self.inner.authenticate(bytes))
+            py.detach(|| self.inner.authenticate(bytes, &mut room))
         } else {
-            self.inner.authenticate(bytes)
+            self.inner.authenticate(bytes, &mut room)
         }
         .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
         let mut builder = PyBuilder::new(py, &self.issuers, &self.audiences);
         builder.root_room = self.layout.load(Ordering::Relaxed);
         // The top level stays a plain dict: the Python layer keeps it private.
-        let claims = self.inner.claims(&payload, &mut builder, now)?;
+        let claims = self.inner.claims(payload, &mut builder, now)?;
         let claims = claims.cast_into::<PyDict>().map_err(|_| {
             PyErr::from(Error::new(
                 ErrorKind::Malformed,
