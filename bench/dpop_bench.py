@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # forge,
 
 from dpop_proofs import ProofSigner
 from forge import NOW, private_key
+from support import accepted_proofs
 from timing import timed_threads
 
 from grelmicro.jwt import (
@@ -241,25 +242,11 @@ def flood_proofs(threads: int = 12, unique: int = 1500) -> dict[str, Any]:
     def work(seed: int) -> None:
         order = list(range(unique))
         random.Random(seed).shuffle(order)
-        mine: list[int] = []
-        local: Counter[str] = Counter()
         barrier.wait()
-        for index in order:
-            try:
-                dpop.check(
-                    scheme="DPoP",
-                    access_token=token,
-                    claims=claims,
-                    proof=proofs[index],
-                    method="GET",
-                    uri=URI,
-                )
-                mine.append(index)
-            except DPoPReplayError:
-                local["replayed"] += 1
+        mine = accepted_proofs(dpop, token, claims, proofs, order, uri=URI)
         with lock:
             accepted.update(mine)
-            refused.update(local)
+            refused["replayed"] += len(order) - len(mine)
 
     pool = [threading.Thread(target=work, args=(seed,)) for seed in range(threads)]
     elapsed = timed_threads(pool, barrier)

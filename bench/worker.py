@@ -551,6 +551,13 @@ def main() -> int:
     by_name = {case["name"]: case for case in fx["cases"]}
     info = meta()
     log(f"CPython {info['python']} ({sys.executable}); grelmicro.jwt: {info['grelmicro_layer']}")
+    # Suites run over the cases an option names: (the names, the runner).
+    over_named_cases = {
+        "reject": (opts.reject_cases, run_reject_suite),
+        "keysource": (opts.keysource_cases, run_keysource_suite),
+        "threads": (opts.thread_cases, run_threads_suite),
+        "memory": (opts.memory_cases, run_memory_suite),
+    }
     results: list[dict] = []
     started = time.time()
     for suite in opts.suites.split(","):
@@ -558,18 +565,9 @@ def main() -> int:
         if suite in ("algs", "algs-extra", "sizes", "secrets"):
             cases = [c for c in fx["cases"] if c["suite"] == suite]
             results += run_verify_suite(suite, cases, fx, opts)
-        elif suite == "reject":
-            cases = [by_name[n] for n in opts.reject_cases.split(",")]
-            results += run_reject_suite(cases, fx, opts)
-        elif suite == "keysource":
-            cases = [by_name[n] for n in opts.keysource_cases.split(",")]
-            results += run_keysource_suite(cases, fx, opts)
-        elif suite == "threads":
-            cases = [by_name[n] for n in opts.thread_cases.split(",")]
-            results += run_threads_suite(cases, fx, opts)
-        elif suite == "memory":
-            cases = [by_name[n] for n in opts.memory_cases.split(",")]
-            results += run_memory_suite(cases, fx, opts)
+        elif suite in over_named_cases:
+            names, run = over_named_cases[suite]
+            results += run([by_name[name] for name in names.split(",")], fx, opts)
         else:
             parser.error(f"unknown suite {suite!r} (one of {', '.join(SUITES)})")
         rss = rss_bytes()

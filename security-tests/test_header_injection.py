@@ -160,18 +160,26 @@ def test_non_string_kid(ring: forge.KeyRing, kid: object) -> None:
     )
 
 
-def test_duplicate_kid_in_a_jwks_makes_it_unusable(ring: forge.KeyRing) -> None:
-    document = {
+def _es256(key: object, kid: str | None) -> str:
+    header = {"alg": "ES256"} if kid is None else {"alg": "ES256", "kid": kid}
+    return forge.mint(header, payload(), key, "ES256")
+
+
+def _duplicate_kid_jwks(ring: forge.KeyRing) -> dict[str, object]:
+    """Two P-256 keys under the kid ``dup``, and an RSA key under ``rsa``."""
+    return {
         "keys": [
             forge.jwk(ring.p256.public_key(), kid="dup"),
             forge.jwk(ring.other_p256.public_key(), kid="dup"),
             forge.jwk(ring.rsa.public_key(), kid="rsa"),
         ]
     }
-    verifier = JWTVerifier(jwks=document, cache_size=0)
+
+
+def test_duplicate_kid_in_a_jwks_makes_it_unusable(ring: forge.KeyRing) -> None:
+    verifier = JWTVerifier(jwks=_duplicate_kid_jwks(ring), cache_size=0)
     for key in (ring.p256, ring.other_p256):
-        token = forge.mint({"alg": "ES256", "kid": "dup"}, payload(), key, "ES256")
-        reject(verifier, token, "unknown-key")
+        reject(verifier, _es256(key, "dup"), "unknown-key")
     accept(verifier, mint(ring, "RS256", {"alg": "RS256", "kid": "rsa"}))
 
 
@@ -185,11 +193,6 @@ def test_duplicate_kid_in_code_is_a_build_error(ring: forge.KeyRing) -> None:
     with pytest.raises(ConfigurationError) as caught:
         JWTVerifier(keys=[key_for(ring, "HS256", "k"), key_for(ring, "HS512", "k")])
     assert caught.value.reason == "invalid-config"
-
-
-def _es256(key: object, kid: str | None) -> str:
-    header = {"alg": "ES256"} if kid is None else {"alg": "ES256", "kid": kid}
-    return forge.mint(header, payload(), key, "ES256")
 
 
 def test_duplicate_kid_across_keys_and_jwks_is_unusable(ring: forge.KeyRing) -> None:
@@ -210,28 +213,16 @@ def test_duplicate_kid_across_keys_and_jwks_is_unusable(ring: forge.KeyRing) -> 
 
 
 def test_duplicate_kid_inside_a_jwks_stays_unusable_beside_keys(ring: forge.KeyRing) -> None:
-    document = {
-        "keys": [
-            forge.jwk(ring.p256.public_key(), kid="dup"),
-            forge.jwk(ring.other_p256.public_key(), kid="dup"),
-            forge.jwk(ring.rsa.public_key(), kid="rsa"),
-        ]
-    }
-    verifier = JWTVerifier(keys=[key_for(ring, "HS256", "hs")], jwks=document, cache_size=0)
+    verifier = JWTVerifier(
+        keys=[key_for(ring, "HS256", "hs")], jwks=_duplicate_kid_jwks(ring), cache_size=0
+    )
     for key in (ring.p256, ring.other_p256):
         reject(verifier, _es256(key, "dup"), "unknown-key")
 
 
 def test_duplicate_kid_through_rotate_is_unusable(ring: forge.KeyRing) -> None:
     verifier = JWTVerifier(keys=[key_for(ring, "RS256", "rsa")], cache_size=0)
-    document = {
-        "keys": [
-            forge.jwk(ring.p256.public_key(), kid="dup"),
-            forge.jwk(ring.other_p256.public_key(), kid="dup"),
-            forge.jwk(ring.rsa.public_key(), kid="rsa"),
-        ]
-    }
-    verifier.rotate(keys=[key_for(ring, "RS256", "rsa")], jwks=document)
+    verifier.rotate(keys=[key_for(ring, "RS256", "rsa")], jwks=_duplicate_kid_jwks(ring))
     for key in (ring.p256, ring.other_p256):
         reject(verifier, _es256(key, "dup"), "unknown-key")
 

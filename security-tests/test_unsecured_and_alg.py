@@ -23,6 +23,12 @@ from support import accept, key_for, mint, payload, reject, verifier_for
 
 from grelmicro.jwt import ConfigurationError, JWTVerifier, Key
 
+
+def reject_header(verifier: JWTVerifier, ring: forge.KeyRing, header: object) -> None:
+    """A token under ``header``, MACed with the real HMAC secret, is refused: ``algorithm``."""
+    reject(verifier, forge.mint(header, payload(), ring.hs256, "HS256"), "algorithm")
+
+
 NONE_SPELLINGS = [
     "none",
     "None",
@@ -49,9 +55,7 @@ def test_alg_none_with_empty_signature(ring: forge.KeyRing, spelling: str) -> No
 @pytest.mark.parametrize("spelling", NONE_SPELLINGS)
 def test_alg_none_with_a_valid_mac_still_refused(ring: forge.KeyRing, spelling: str) -> None:
     # Even the right HMAC under the real secret does not make "none" a name.
-    verifier = verifier_for(ring, "HS256")
-    token = forge.mint({"alg": spelling}, payload(), ring.hs256, "HS256")
-    reject(verifier, token, "algorithm")
+    reject_header(verifier_for(ring, "HS256"), ring, {"alg": spelling})
 
 
 @pytest.mark.parametrize(
@@ -64,8 +68,7 @@ def test_alg_none_with_a_valid_mac_still_refused(ring: forge.KeyRing, spelling: 
     ids=["escaped-n", "escaped-N", "escaped-middle"],
 )
 def test_alg_none_spelled_with_json_escapes(ring: forge.KeyRing, header: bytes) -> None:
-    verifier = verifier_for(ring, "HS256")
-    reject(verifier, forge.mint(header, payload(), ring.hs256, "HS256"), "algorithm")
+    reject_header(verifier_for(ring, "HS256"), ring, header)
 
 
 @pytest.mark.parametrize(
@@ -74,8 +77,7 @@ def test_alg_none_spelled_with_json_escapes(ring: forge.KeyRing, header: bytes) 
     ids=["empty", "typ-only", "kid-only", "nested-alg", "uppercase-member"],
 )
 def test_missing_alg(ring: forge.KeyRing, header: dict[str, object]) -> None:
-    verifier = verifier_for(ring, "HS256")
-    reject(verifier, forge.mint(header, payload(), ring.hs256, "HS256"), "algorithm")
+    reject_header(verifier_for(ring, "HS256"), ring, header)
 
 
 @pytest.mark.parametrize(
@@ -84,8 +86,7 @@ def test_missing_alg(ring: forge.KeyRing, header: dict[str, object]) -> None:
     ids=repr,
 )
 def test_non_string_alg(ring: forge.KeyRing, value: object) -> None:
-    verifier = verifier_for(ring, "HS256")
-    reject(verifier, forge.mint({"alg": value}, payload(), ring.hs256, "HS256"), "algorithm")
+    reject_header(verifier_for(ring, "HS256"), ring, {"alg": value})
 
 
 UNKNOWN = [
@@ -123,8 +124,7 @@ UNKNOWN = [
 
 @pytest.mark.parametrize("name", UNKNOWN, ids=repr)
 def test_unknown_alg(ring: forge.KeyRing, name: str) -> None:
-    verifier = verifier_for(ring, "HS256")
-    reject(verifier, forge.mint({"alg": name}, payload(), ring.hs256, "HS256"), "algorithm")
+    reject_header(verifier_for(ring, "HS256"), ring, {"alg": name})
 
 
 CASE_VARIANTS = [
@@ -162,7 +162,7 @@ def test_case_variants_are_other_names(ring: forge.KeyRing, name: str) -> None:
         ],
         cache_size=0,
     )
-    reject(verifier, forge.mint({"alg": name}, payload(), ring.hs256, "HS256"), "algorithm")
+    reject_header(verifier, ring, {"alg": name})
 
 
 def test_allow_list_refuses_a_served_algorithm(ring: forge.KeyRing) -> None:

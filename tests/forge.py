@@ -336,23 +336,46 @@ def private_pem(private: Any, *, traditional: bool = False) -> bytes:
     return private.private_bytes(ser.Encoding.PEM, fmt, ser.NoEncryption())
 
 
-def certificate_pem(private: Any, common_name: str = "grelmicro test") -> bytes:
-    """A self-signed X.509 certificate for ``private``'s public key."""
+def certificate_builder(
+    subject: str,
+    public_key: Any,
+    *,
+    not_before: datetime.datetime,
+    not_after: datetime.datetime,
+    issuer: str | None = None,
+) -> Any:
+    """An X.509 certificate builder for ``public_key``, named by common names.
+
+    ``issuer`` defaults to ``subject`` (self-signed); add extensions, then sign.
+    """
     from cryptography import x509  # noqa: PLC0415
-    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
     from cryptography.x509.oid import NameOID  # noqa: PLC0415
 
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    start = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
-    builder = (
+    def name(common_name: str) -> Any:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(private.public_key())
+        .subject_name(name(subject))
+        .issuer_name(name(issuer or subject))
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=3650))
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+    )
+
+
+def certificate_pem(private: Any, common_name: str = "grelmicro test") -> bytes:
+    """A self-signed X.509 certificate for ``private``'s public key."""
+    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ed25519  # noqa: PLC0415
+
+    start = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
+    builder = certificate_builder(
+        common_name,
+        private.public_key(),
+        not_before=start,
+        not_after=start + datetime.timedelta(days=3650),
     )
     digest = None if isinstance(private, ed25519.Ed25519PrivateKey) else hashes.SHA256()
     return builder.sign(private, digest).public_bytes(_serialization().Encoding.PEM)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from forge import NOW, Signer, signer, spki_pem
 from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
 
-from grelmicro.jwt import Claims, JWTVerifier, TokenRejectedError
+from grelmicro.jwt import Claims, DPoPReplayError, DPoPVerifier, JWTVerifier, TokenRejectedError
 
 # --- the core layer (grelmicro_core): an outcome is "ok" or the error kind ---
 
@@ -113,6 +113,39 @@ def together(count: int, work: Callable[[int], None], timeout: float = 120) -> l
         thread.join(timeout=timeout)
     assert not any(thread.is_alive() for thread in threads)
     return unexpected
+
+
+def accepted_proofs(
+    dpop: DPoPVerifier,
+    token: str,
+    claims: Claims,
+    proofs: Sequence[str],
+    order: Iterable[int],
+    *,
+    uri: str,
+    now: float | None = None,
+) -> list[int]:
+    """Present ``proofs[index]`` for each index of ``order`` (GET ``uri``, DPoP scheme).
+
+    Returns the indexes accepted, in order; every other one was refused as a
+    replay (any other error is raised).
+    """
+    accepted = []
+    for index in order:
+        try:
+            dpop.check(
+                scheme="DPoP",
+                access_token=token,
+                claims=claims,
+                proof=proofs[index],
+                method="GET",
+                uri=uri,
+                now=now,
+            )
+            accepted.append(index)
+        except DPoPReplayError:
+            pass
+    return accepted
 
 
 @contextmanager

@@ -230,45 +230,32 @@ class Clients:
     """The httpx clients of a verifier: the user's, or ours (closed by us)."""
 
     def __init__(self, client: object, options: FetchOptions) -> None:
-        self.options = options
-        self.user_sync: httpx.Client | None = None
-        self.user_async: httpx.AsyncClient | None = None
-        if isinstance(client, httpx.Client):
-            self.user_sync = client
-        elif isinstance(client, httpx.AsyncClient):
-            self.user_async = client
-        elif client is not None:
+        if client is not None and not isinstance(client, (httpx.Client, httpx.AsyncClient)):
             raise ConfigurationError("client must be an httpx.Client or httpx.AsyncClient")
+        self._user: httpx.Client | httpx.AsyncClient | None = client
+        self._timeout = options.timeout()
         self._own_sync: httpx.Client | None = None
         self._own_async: httpx.AsyncClient | None = None
         self._lock = threading.Lock()
 
     def sync(self) -> httpx.Client | None:
         """A sync client, or None when the user gave only an async one."""
-        if self.user_sync is not None:
-            return self.user_sync
-        if self.user_async is not None:
-            return None
+        if self._user is not None:
+            return self._user if isinstance(self._user, httpx.Client) else None
         with self._lock:
             if self._own_sync is None:
-                self._own_sync = httpx.Client(
-                    timeout=self.options.timeout(), follow_redirects=False
-                )
+                self._own_sync = httpx.Client(timeout=self._timeout, follow_redirects=False)
                 # A verifier dropped without close() does not leak its sockets.
                 weakref.finalize(self, self._own_sync.close)
             return self._own_sync
 
     def async_(self) -> httpx.AsyncClient | None:
         """An async client, or None when the user gave only a sync one."""
-        if self.user_async is not None:
-            return self.user_async
-        if self.user_sync is not None:
-            return None
+        if self._user is not None:
+            return self._user if isinstance(self._user, httpx.AsyncClient) else None
         with self._lock:
             if self._own_async is None:
-                self._own_async = httpx.AsyncClient(
-                    timeout=self.options.timeout(), follow_redirects=False
-                )
+                self._own_async = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
             return self._own_async
 
     def close(self) -> None:

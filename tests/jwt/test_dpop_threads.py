@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 from forge import NOW, SECRET
-from support import together
+from support import accepted_proofs, together
 
 from grelmicro.jwt import DPoPReplayError, DPoPVerifier, JWTVerifier, Key, ReplayStore
 
@@ -106,7 +106,7 @@ def test_expired_entries_make_room_again_under_threads():
 
 def test_replayed_proofs_across_threads_are_accepted_once():
     pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
-    from dpop_proofs import ProofSigner, access_token  # noqa: PLC0415
+    from dpop_proofs import URI, ProofSigner, access_token  # noqa: PLC0415
 
     signer = ProofSigner("ES256")
     token = access_token(signer.jkt)
@@ -119,21 +119,7 @@ def test_replayed_proofs_across_threads_are_accepted_once():
     def work(seed: int) -> None:
         order = list(range(len(proofs)))
         random.Random(seed).shuffle(order)
-        mine = []
-        for index in order:
-            try:
-                dpop.check(
-                    scheme="DPoP",
-                    access_token=token,
-                    claims=claims,
-                    proof=proofs[index],
-                    method="GET",
-                    uri="https://api.example.com/items",
-                    now=NOW,
-                )
-                mine.append(index)
-            except DPoPReplayError:
-                pass
+        mine = accepted_proofs(dpop, token, claims, proofs, order, uri=URI, now=NOW)
         with lock:
             accepted.update(mine)
 

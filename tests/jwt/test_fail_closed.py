@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forge import NOW, SECRET, Signer, b64url, hmac_key, private_key
+from forge import NOW, SECRET, Signer, b64url, certificate_pem, hmac_key, private_key, private_pem
 
 from grelmicro.jwt import (
     ClaimsRejectedError,
@@ -331,49 +331,24 @@ def test_ordinary_secrets_still_build():
 # -- Key.pem reads every block --------------------------------------------------------
 
 
-def _certificate(signing: Signer, serial: int) -> bytes:
-    x509 = pytest.importorskip("cryptography.x509")
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.x509.oid import NameOID  # noqa: PLC0415
-
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")])
-    start = datetime(2023, 1, 1, tzinfo=timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(signing.private.public_key())
-        .serial_number(serial)
-        .not_valid_before(start)
-        .not_valid_after(start + timedelta(days=3650))
-        .sign(signing.private, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _private_pem(signing: Signer) -> bytes:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-
-    return signing.private.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 def test_pem_public_key_then_private_key_is_refused():
     signing = private_key("ES256")
 
     with pytest.raises(InvalidKeyError, match="private key"):
-        Key.pem(signing.public_pem() + _private_pem(signing), "ES256")
+        Key.pem(signing.public_pem() + private_pem(signing.private), "ES256")
 
 
 @pytest.mark.parametrize(
     "build",
     [
         pytest.param(lambda a, b: a.public_pem() + b.public_pem(), id="two-public-keys"),
-        pytest.param(lambda a, b: a.public_pem() + _certificate(a, 1), id="key-and-certificate"),
-        pytest.param(lambda a, b: _certificate(a, 1) + _certificate(b, 2), id="chain-of-two-keys"),
+        pytest.param(
+            lambda a, b: a.public_pem() + certificate_pem(a.private), id="key-and-certificate"
+        ),
+        pytest.param(
+            lambda a, b: certificate_pem(a.private) + certificate_pem(b.private),
+            id="chain-of-two-keys",
+        ),
         pytest.param(lambda a, b: a.public_pem() + b"-----BEGIN X-----\n", id="broken-block"),
     ],
 )
@@ -391,7 +366,9 @@ def test_pem_with_several_blocks_is_refused(build: Any):
 def test_pem_certificates_of_one_key_are_accepted():
     signing = private_key("ES256")
 
-    key = Key.pem(_certificate(signing, 1) + _certificate(signing, 2), "ES256")
+    key = Key.pem(
+        certificate_pem(signing.private) + certificate_pem(signing.private, "renewed"), "ES256"
+    )
 
     token = signing.mint(FRESH)
     assert JWTVerifier([key]).verify(token, now=NOW)["exp"] == NOW + 60

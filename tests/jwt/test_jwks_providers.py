@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from forge import NOW, Signer, b64url, private_key
+from forge import NOW, Signer, b64url, certificate_builder, private_key
 from servers import DocumentServer
 from support import FakeClock
 
@@ -34,22 +34,15 @@ AUD = "api://orders"
 
 def certificate_der(key: Signer) -> bytes:
     """A self-signed certificate over the key, as x5c carries it."""
-    from cryptography import x509  # noqa: PLC0415
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.x509.oid import NameOID  # noqa: PLC0415
 
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "accounts.test")])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.private.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .sign(key.private, hashes.SHA256())
-    )
+    cert = certificate_builder(
+        "accounts.test",
+        key.private.public_key(),
+        not_before=now - datetime.timedelta(days=1),
+        not_after=now + datetime.timedelta(days=365),
+    ).sign(key.private, hashes.SHA256())
     return cert.public_bytes(serialization.Encoding.DER)
 
 
