@@ -14,7 +14,6 @@ __all__ = [
     "Verifier",
     "VerifyCall",
     "__version__",
-    "_cache_key",
     "algorithms",
     "error_kinds",
     "jwk_thumbprint",
@@ -241,9 +240,6 @@ def unverified_header(token: str | bytes, *, max_token_size: int = ...) -> dict[
 
 def unverified_issuer(token: str | bytes, max_token_size: int = ...) -> str | None:
     """The token's ``iss`` WITHOUT verification (``None`` if absent or not a string)."""
-
-def _cache_key(token: str | bytes, max_token_size: int) -> bytes:
-    """SHA-256 of ``token`` after the size cap (the verified-token cache's key)."""
 
 def error_kinds() -> list[str]:
     """Every error kind the core can raise."""

@@ -20,21 +20,6 @@ pub(super) fn sha256_digest<'py>(
     Ok(PyBytes::new(py, &digest::sha256(bytes)))
 }
 
-/// The cache key of a token: its SHA-256 digest, after the same size cap
-/// the verifier applies (a huge token is refused before it is hashed).
-#[pyfunction]
-pub(super) fn _cache_key<'py>(
-    py: Python<'py>,
-    token: &Bound<'py, PyAny>,
-    max_token_size: usize,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let size = input_bytes(token, ErrorKind::Malformed, "token")?.len();
-    if size > max_token_size {
-        return Err(PyErr::from(token::too_large(size, max_token_size)));
-    }
-    sha256_digest(py, token)
-}
-
 /// The decoded header of a token, WITHOUT any verification (diagnostics only).
 #[pyfunction]
 #[pyo3(signature = (token, *, max_token_size=DEFAULT_MAX_TOKEN_SIZE))]

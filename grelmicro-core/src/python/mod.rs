@@ -111,7 +111,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::algorithms, m)?)?;
     #[cfg(feature = "bench-hooks")]
     m.add_function(wrap_pyfunction!(bench::_decode_payload, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::_cache_key, m)?)?;
     m.add_class::<cache::PyTokenCache>()?;
     m.add_class::<front::PyVerifyCall>()?;
     m.add_function(wrap_pyfunction!(functions::unverified_issuer, m)?)?;
