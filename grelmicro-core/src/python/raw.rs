@@ -1,8 +1,9 @@
-//! The only unsafe code of the crate: three raw CPython calls on the path
-//! every verification takes, each one measured against its safe pyo3
-//! equivalent under callgrind (docs/design-notes.md, "The payload into
-//! Python objects"). Every function here is safe to call: it checks what the
-//! raw call assumes and reports a failed allocation as the pending error.
+//! One of the crate's two unsafe modules (the other is `key/mac.rs`): three
+//! raw CPython calls on the path every verification takes, each one
+//! measured against its safe pyo3 equivalent under callgrind
+//! (docs/design-notes.md, "The payload into Python objects"). Every function
+//! here is safe to call: it checks what the raw call assumes and reports a
+//! failed allocation as the pending error.
 #![allow(unsafe_code)]
 
 use pyo3::ffi;
