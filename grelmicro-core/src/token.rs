@@ -33,19 +33,20 @@ pub fn split(token: &[u8], max_size: usize) -> Result<Segments<'_>> {
     if token.is_empty() {
         return Err(malformed("token is empty"));
     }
-    let mut found = memchr::memchr_iter(b'.', token);
-    let (Some(first), Some(second)) = (found.next(), found.next()) else {
-        return Err(malformed("a compact JWS has exactly three segments"));
-    };
-    match found.count() {
-        0 => {}
-        2 => {
-            return Err(Error::new(
+    let three = || malformed("a compact JWS has exactly three segments");
+    let first = memchr::memchr(b'.', token).ok_or_else(three)?;
+    let second = first + 1 + memchr::memchr(b'.', &token[first + 1..]).ok_or_else(three)?;
+    // The signature holds no dot; the rest is counted only on the way out,
+    // to tell a five-segment JWE from a mangled token.
+    let rest = &token[second + 1..];
+    if memchr::memchr(b'.', rest).is_some() {
+        return Err(match memchr::memchr_iter(b'.', rest).count() {
+            2 => Error::new(
                 ErrorKind::Unsupported,
                 "encrypted tokens (JWE) are not accepted",
-            ))
-        }
-        _ => return Err(malformed("a compact JWS has exactly three segments")),
+            ),
+            _ => three(),
+        });
     }
     let header = &token[..first];
     let payload = &token[first + 1..second];

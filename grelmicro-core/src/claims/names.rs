@@ -106,3 +106,29 @@ common_names!(
     "picture",
     "updated_at",
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_common_name_is_found_and_nothing_else() {
+        for (index, name) in COMMON.iter().enumerate() {
+            assert_eq!(common(name), Some(index), "{name}");
+            assert_eq!(common(&name.to_uppercase()), None);
+            assert_eq!(common(&format!("{name}x")), None);
+            assert_eq!(common(&name[..name.len() - 1]), None);
+        }
+        assert_eq!(COMMON[AZP], "azp");
+        for other in [
+            "",
+            "a",
+            "ex",
+            "expx",
+            "x_custom",
+            "https://example.com/claims/role",
+        ] {
+            assert_eq!(common(other), None, "{other}");
+        }
+    }
+}
