@@ -1,24 +1,23 @@
-//! HMAC-SHA-2 (RFC 2104) over hash states prepared once per key.
+//! HMAC-SHA-2 (RFC 2104), with the key's part of the work done once.
 //!
-//! HMAC is `H((K ^ opad) || H((K ^ ipad) || message))`. The two padded key
-//! blocks are the same for every token, so a key hashes each of them once,
-//! when it is built, and keeps the two SHA-2 states that result. Checking a
-//! tag then copies those states (a few hundred bytes on the stack), hashes
-//! the message into the inner one and the inner digest into the outer one.
+//! HMAC is `H((K ^ opad) || H((K ^ ipad) || message))`. Both padded key
+//! blocks are fixed for the key's life, so [`MacKey::new`] runs SHA-2 over
+//! each of them once and keeps the two partial states. Checking a tag
+//! starts from copies of those states: one more SHA-2 over the message, one
+//! over the inner digest, and a constant-time comparison.
 //!
-//! Why not `aws_lc_rs::hmac`: its `verify` builds an `HMAC_CTX` for every
-//! call (initialise, copy the key's context, clean up: about 1.2 KB moved
-//! and wiped), which measured as much as hashing a typical token's header
-//! and payload (docs/design-notes.md, "HMAC from prepared states"). The
-//! hashing itself is still aws-lc's SHA-2 (with SHA-NI where the CPU has
-//! it), reached through `aws-lc-sys`, the same library `aws-lc-rs` links.
-//! `tests.rs` checks every tag against `aws_lc_rs::hmac` and the Wycheproof
-//! HMAC vectors run through [`super::Key::verify`].
+//! `aws_lc_rs::hmac::verify` instead initialises an `HMAC_CTX`, copies the
+//! key's context into it and cleans it up again for every tag; on a token
+//! of a few hundred bytes that measured as a sizeable part of the HS256
+//! path (docs/design-notes.md, "HMAC from prepared states"). The SHA-2 code
+//! is still aws-lc's (SHA-NI where the CPU has it), called through
+//! `aws-lc-sys`, the crate `aws-lc-rs` itself is built on. `tests` below
+//! compares every tag with `aws_lc_rs::hmac`; the Wycheproof HMAC vectors
+//! reach this module through [`super::Key::verify`].
 //!
 //! The crate denies `unsafe_code`; this module and `python/raw.rs` are the
-//! only places that allow it. Every unsafe block calls an aws-lc SHA-2
-//! function on a state this module owns, with buffers whose lengths it
-//! passes along.
+//! only places that allow it. Each unsafe block calls an aws-lc SHA-2
+//! function on a state this module owns, with the buffer lengths it passes.
 #![allow(unsafe_code)]
 
 use aws_lc_rs::constant_time;
