@@ -172,6 +172,7 @@ impl Error {
     }
 
     /// An error with a built message (only for context that is safe to show).
+    #[cold]
     pub fn with(kind: ErrorKind, message: String) -> Self {
         Error {
             kind,
@@ -182,6 +183,7 @@ impl Error {
 
     /// Adds one piece of structured context.
     #[must_use]
+    #[cold]
     pub fn detail(mut self, name: &'static str, value: Detail) -> Self {
         let mut items = self.context.take().map(Vec::from).unwrap_or_default();
         items.push((name, value));
@@ -224,10 +226,12 @@ impl std::error::Error for Error {}
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Short constructors keep call sites readable.
+#[cold]
 pub(crate) fn malformed(message: &'static str) -> Error {
     Error::new(ErrorKind::Malformed, message)
 }
 
+#[cold]
 pub(crate) fn invalid_key(message: &'static str) -> Error {
     Error::new(ErrorKind::InvalidKey, message)
 }

@@ -10,8 +10,14 @@ use std::collections::HashSet;
 
 use jiter::{Jiter, JiterError, NumberAny, NumberInt, Peek};
 use num_bigint::BigInt;
+use smallvec::SmallVec;
 
 use crate::error::{Error, ErrorKind, Result};
+
+/// The items of one JSON array as they are decoded: up to 8 on the stack
+/// (claims arrays are short: `aud`, roles, scopes), so the usual token
+/// costs no heap allocation for them.
+pub type Items<V> = SmallVec<[V; 8]>;
 
 /// Receives decoded values; one implementation per output representation.
 pub trait Builder {
@@ -25,7 +31,7 @@ pub trait Builder {
     fn big_int(&mut self, value: &BigInt) -> Result<Self::Value>;
     fn float(&mut self, value: f64) -> Result<Self::Value>;
     fn string(&mut self, value: &str) -> Result<Self::Value>;
-    fn array(&mut self, items: Vec<Self::Value>) -> Result<Self::Value>;
+    fn array(&mut self, items: Items<Self::Value>) -> Result<Self::Value>;
     /// A member name; `common` is its number in the common claim names
     /// when the walk looked it up (the top level of a payload), else `None`.
     fn key(&mut self, name: &str, common: Option<usize>) -> Result<Self::Key>;
@@ -58,15 +64,18 @@ pub trait Builder {
 /// Every jiter failure is malformed input; positions and snippets stay out
 /// of the message (they are token bytes).
 impl From<JiterError> for Error {
+    #[cold]
     fn from(_: JiterError) -> Error {
         Error::new(ErrorKind::Malformed, "invalid JSON")
     }
 }
 
+#[cold]
 pub(crate) fn duplicate_member() -> Error {
     Error::new(ErrorKind::Malformed, "duplicate JSON member name")
 }
 
+#[cold]
 pub(crate) fn too_deep() -> Error {
     Error::new(ErrorKind::TooLarge, "JSON nesting is deeper than allowed")
 }
@@ -98,7 +107,7 @@ pub fn value<B: Builder>(
             if depth >= max_depth {
                 return Err(too_deep());
             }
-            let mut items = Vec::new();
+            let mut items = Items::new();
             let mut next = jiter.known_array()?;
             while let Some(peek) = next {
                 items.push(value(jiter, peek, builder, depth + 1, max_depth)?);
@@ -203,7 +212,7 @@ impl<F: FnMut(&str)> Builder for SkipBuilder<F> {
     fn string(&mut self, _: &str) -> Result<()> {
         Ok(())
     }
-    fn array(&mut self, _: Vec<()>) -> Result<()> {
+    fn array(&mut self, _: Items<()>) -> Result<()> {
         Ok(())
     }
     fn key(&mut self, name: &str, _: Option<usize>) -> Result<Option<String>> {
@@ -293,8 +302,8 @@ impl Builder for ValueBuilder {
     fn string(&mut self, value: &str) -> Result<Value> {
         Ok(Value::String(value.to_owned()))
     }
-    fn array(&mut self, items: Vec<Value>) -> Result<Value> {
-        Ok(Value::Array(items))
+    fn array(&mut self, items: Items<Value>) -> Result<Value> {
+        Ok(Value::Array(items.into_vec()))
     }
     fn key(&mut self, name: &str, _: Option<usize>) -> Result<String> {
         Ok(name.to_owned())

@@ -17,6 +17,7 @@ pub struct Segments<'a> {
 }
 
 /// The refusal of a token over the size cap.
+#[cold]
 pub fn too_large(length: usize, max_size: usize) -> Error {
     Error::with(
         ErrorKind::TooLarge,

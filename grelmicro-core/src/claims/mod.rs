@@ -8,7 +8,7 @@
 use jiter::{Jiter, NumberAny, NumberInt, Peek};
 
 use crate::error::{malformed, Detail, Error, ErrorKind, Result};
-use crate::json::{duplicate_member, value, Builder, NON_FINITE};
+use crate::json::{duplicate_member, value, Builder, Items, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
 pub(crate) mod names;
@@ -71,6 +71,7 @@ struct Seen {
 }
 
 /// `name` is always a registered claim name, never text from the token.
+#[cold]
 fn invalid(name: &str, expected: &str) -> Error {
     Error::with(
         ErrorKind::InvalidClaim,
@@ -80,6 +81,7 @@ fn invalid(name: &str, expected: &str) -> Error {
 }
 
 /// A required claim is absent (`name` comes from the policy).
+#[cold]
 fn missing_claim(name: &str) -> Error {
     Error::with(
         ErrorKind::MissingClaim,
@@ -140,7 +142,7 @@ fn audience_value<B: Builder>(
         }
         Peek::Array => {
             let mut ok = false;
-            let mut items = Vec::new();
+            let mut items = Items::new();
             let mut next = jiter.known_array()?;
             while let Some(peek) = next {
                 if peek != Peek::String {

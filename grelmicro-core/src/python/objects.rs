@@ -9,7 +9,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyMappingProxy, PyString, PyTuple};
 use super::raw;
 use crate::claims::names;
 use crate::error::{Error, ErrorKind};
-use crate::json::Builder;
+use crate::json::{Builder, Items};
 
 /// Builds Python objects; arrays become tuples and nested objects read-only
 /// mapping proxies, so a verified payload shared between requests cannot be
@@ -72,7 +72,7 @@ impl<'py> Builder for PyBuilder<'py, '_> {
     fn string(&mut self, value: &str) -> BuildResult<Self::Value> {
         Ok(raw::string(self.py, value).map_err(lost)?.into_any())
     }
-    fn array(&mut self, items: Vec<Self::Value>) -> BuildResult<Self::Value> {
+    fn array(&mut self, items: Items<Self::Value>) -> BuildResult<Self::Value> {
         Ok(PyTuple::new(self.py, items).map_err(lost)?.into_any())
     }
     fn key(&mut self, name: &str, common: Option<usize>) -> BuildResult<Self::Key> {
