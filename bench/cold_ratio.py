@@ -13,7 +13,9 @@ ratio, with the range::
     python bench/cold_ratio.py --algs HS256 --rounds 41
 
 Needs ``cryptography`` and ``ryjwt`` (``bench/requirements/py312.txt``) and
-this tree's grelmicro with its core wheel installed.
+this tree's grelmicro with its core wheel installed: the profile-guided one
+(``scripts/corewheel.py PYTHON --pgo --install``) is what a release ships and
+what the figures in the design notes were taken with; the header says which.
 """
 
 from __future__ import annotations
@@ -123,10 +125,13 @@ def main() -> None:
         )
         for _ in range(args.processes)
     ]
+    import grelmicro_core  # noqa: PLC0415
+
     print(
-        f"# CPython {platform.python_version()}, grelmicro-core {version('grelmicro-core')}, "
-        f"ryjwt {version('ryjwt')}; {args.processes} process(es) x {args.rounds} alternating "
-        f"rounds, cache off, canonical token"
+        f"# CPython {platform.python_version()}, grelmicro-core {version('grelmicro-core')} "
+        f"(PGO {getattr(grelmicro_core, 'PGO', '?')}), ryjwt {version('ryjwt')}; "
+        f"{args.processes} process(es) x {args.rounds} alternating rounds, cache off, "
+        "canonical token"
     )
     print(
         "| algorithm | ours (ns) | ryjwt (ns) | ours/ryjwt (median of processes) "

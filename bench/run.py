@@ -6,11 +6,11 @@
 It sets up everything it needs: one venv per interpreter under bench/.venvs
 (peers pinned in bench/requirements/), the grelmicro core wheel built from this
 tree for each interpreter (by scripts/corewheel.py, the project's one builder:
-reused while the sources are unchanged, with the core's ``bench-hooks`` feature
-when it declares one), the Rust lanes (cargo, bench/rust) and the JavaScript
-lanes (npm, bench/js; Node and Bun). Then it makes the keys and tokens once,
-runs each runtime's lanes, and writes the page with its charts. Needs only the
-standard library to start.
+profile-guided like a release, reused while the sources are unchanged, with the
+core's ``bench-hooks`` feature when it declares one), the Rust lanes (cargo,
+bench/rust) and the JavaScript lanes (npm, bench/js; Node and Bun). Then it
+makes the keys and tokens once, runs each runtime's lanes, and writes the page
+with its charts. Needs only the standard library to start.
 """
 
 from __future__ import annotations
@@ -152,10 +152,12 @@ def setup_env(name: str, interpreter: str) -> Path:
         check=True,
     ).stdout.strip()
     (Path(site) / "grelmicro_tree.pth").write_text(str(ROOT) + "\n")
-    # The core wheel: built by the project's one builder (shared with the test
-    # runner, so an up-to-date wheel in dist/ is reused), with the bench-only
+    # The core wheel: built by the project's one builder, profile-guided like a
+    # release (reused while its inputs are unchanged), with the bench-only
     # hooks when the core declares that feature; installed with --no-index.
-    wheel = corewheel.build_core_wheel(py, features=corewheel.bench_features(), log=log)
+    # The training runs in this venv, which has the runtime dependencies and
+    # cryptography (the free-threaded one trains HMAC only).
+    wheel = corewheel.build_core_wheel(py, features=corewheel.bench_features(), pgo=True, log=log)
     try:
         corewheel.install_core(py, wheel, log=log)
         log(corewheel.check_installed(py))

@@ -95,6 +95,9 @@ def meta() -> dict:
         import grelmicro_core
 
         info["grelmicro_core_source_hash"] = grelmicro_core.SOURCE_HASH
+        # A profile-guided build or not: the figures depend on it.
+        if "grelmicro-core" in versions:
+            versions["grelmicro-core"] += f" (PGO {getattr(grelmicro_core, 'PGO', '?')})"
     info["grelmicro_layer"] = lanes_mod.layer_available() or "available"
     return info
 

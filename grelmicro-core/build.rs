@@ -1,5 +1,6 @@
 //! Records a hash of the crate's sources so the Python tests can prove the
-//! imported module was built from this tree (and not taken from an index).
+//! imported module was built from this tree (and not taken from an index),
+//! and whether the build is profile-guided (`scripts/corewheel.py --pgo`).
 
 use std::fs;
 use std::path::Path;
@@ -41,4 +42,15 @@ fn main() {
     }
     println!("cargo:rustc-env=GRELMICRO_CORE_SOURCE_HASH={hash:016x}");
     println!("cargo:rerun-if-changed=src");
+    // The flags cargo compiles the crate with (separated by 0x1f).
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let pgo = if flags.contains("profile-use=") {
+        "trained"
+    } else if flags.contains("profile-generate") {
+        "instrumented"
+    } else {
+        "off"
+    };
+    println!("cargo:rustc-env=GRELMICRO_CORE_PGO={pgo}");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
 }

@@ -1,6 +1,6 @@
 """Build the grelmicro-core wheel for one interpreter: the one place that does it.
 
-    python scripts/corewheel.py PYTHON [--install] [--bench]   # prints the wheel's path
+    python scripts/corewheel.py PYTHON [--install] [--bench] [--pgo]   # prints the wheel's path
 
 Imported by ``noxfile.py`` and ``bench/run.py``, run by ``scripts/setup.sh``;
 standard library only (Python 3.11+, for ``tomllib``).
@@ -8,7 +8,15 @@ standard library only (Python 3.11+, for ``tomllib``).
 A wheel is built with maturin into ``dist/core/<tag>[-<features>][-sdist]/``
 from this tree (or from the unpacked core sdist) and reused as long as the
 inputs of the build are unchanged: a stamp beside it records their digest, so
-a full test run builds each interpreter's wheel once. Installing never
+a full test run builds each interpreter's wheel once.
+
+``--pgo`` makes a profile-guided build, the one the benchmarks measure and a
+release ships: an instrumented wheel is built, runs ``scripts/pgo_train.py``
+(a service's mix of full verifications, cache hits and refusals) with that
+interpreter, and the counts it leaves steer the final build (which code is
+hot, inlined and packed together). It needs rustup's ``llvm-tools``
+component (added when missing); without it the wheel is built as usual and
+says so (``grelmicro_core.PGO == "off"``). Installing never
 consults a package index (``--no-index``: another project owns the names
 ``grelmicro`` and ``grelmicro-core`` on PyPI). Versions are read from the
 packages' metadata (``pyproject.toml``, ``Cargo.toml``), never written here.
@@ -44,6 +52,8 @@ DIST = ROOT / "dist"
 TARGET = CORE / "target"
 # The feature the benchmark's own build asks for when the core declares it.
 BENCH_FEATURE = "bench-hooks"
+# The workload a profile-guided build is trained on.
+PGO_TRAINER = ROOT / "scripts" / "pgo_train.py"
 
 Log = Callable[[str], None]
 
@@ -162,31 +172,17 @@ def _only_wheel(out: Path) -> Path | None:
     return wheels[0] if len(wheels) == 1 else None
 
 
-def build_core_wheel(
+def _maturin(
     python: str | Path,
+    source: Path,
+    features: Sequence[str],
+    out: Path,
+    log: Log,
     *,
-    source: Path = CORE,
-    features: Sequence[str] = (),
-    log: Log = _log,
+    rustflags: str = "",
+    target: Path = TARGET,
 ) -> Path:
-    """The grelmicro-core wheel for ``python``, built from ``source`` unless up to date.
-
-    ``source`` is this tree's ``grelmicro-core`` or an unpacked core sdist;
-    ``features`` are cargo features added to the default ones.
-    """
-    tag = interpreter_tag(python)
-    key = tag + "".join(f"-{feature}" for feature in sorted(features))
-    if source.resolve() != CORE.resolve():
-        key += "-sdist"
-    out = DIST / "core" / key
-    stamp = out / ".stamp"
-    want = json.dumps(
-        {"inputs": digest(source, CORE_INPUTS), "features": sorted(features), "source": key}
-    )
-    wheel = _only_wheel(out)
-    if wheel is not None and stamp.exists() and stamp.read_text() == want:
-        log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
-        return wheel
+    """``maturin build --release`` into ``out`` (emptied first); the one wheel made."""
     shutil.rmtree(out, ignore_errors=True)
     cmd: list[str | Path] = [
         find_maturin(), "build", "--release", "-q",
@@ -194,12 +190,142 @@ def build_core_wheel(
     ]  # fmt: skip
     if features:
         cmd += ["--features", ",".join(features)]
-    log(f"{key}: building the grelmicro-core wheel from {source}")
-    _run(cmd, log, env=dict(os.environ, CARGO_TARGET_DIR=str(TARGET)))
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
+    if rustflags:
+        env["RUSTFLAGS"] = " ".join(filter(None, (os.environ.get("RUSTFLAGS", ""), rustflags)))
+    _run(cmd, log, env=env)
     wheel = _only_wheel(out)
     if wheel is None:
         raise SystemExit(f"maturin left no single grelmicro-core wheel in {out}")
-    stamp.write_text(want)
+    return wheel
+
+
+def llvm_profdata(log: Log = _log) -> Path | None:
+    """The ``llvm-profdata`` of the active Rust toolchain (rustup's ``llvm-tools``).
+
+    The component is added when missing and rustup is at hand; None when it
+    cannot be had (its LLVM must be rustc's own: another one may not read
+    the counts rustc writes).
+    """
+    rustc = shutil.which("rustc")
+    if rustc is None:
+        return None
+
+    def locate() -> Path:
+        def ask(*args: str) -> str:
+            return subprocess.run([rustc, *args], check=True, capture_output=True, text=True).stdout
+
+        host = next(
+            line.split(":", 1)[1].strip()
+            for line in ask("-vV").splitlines()
+            if line.startswith("host:")
+        )
+        sysroot = Path(ask("--print", "sysroot").strip())
+        return sysroot / "lib" / "rustlib" / host / "bin" / "llvm-profdata"
+
+    tool = locate()
+    rustup = shutil.which("rustup")
+    if not tool.exists() and rustup is not None:
+        log("adding rustup's llvm-tools component (llvm-profdata, for the PGO build)")
+        subprocess.run([rustup, "component", "add", "llvm-tools"], check=False)
+        tool = locate()
+    return tool if tool.exists() else None
+
+
+def pgo_profile(
+    python: str | Path, source: Path, features: Sequence[str], work: Path, log: Log
+) -> Path | None:
+    """The merged profile of ``scripts/pgo_train.py`` run on an instrumented build.
+
+    None (and a log line) when no ``llvm-profdata`` can be had. The training
+    runs ``python`` with the instrumented core first on its path and this
+    tree's ``grelmicro``: that interpreter needs the jwt extra's dependencies
+    (and ``cryptography`` to train the asymmetric algorithms).
+    """
+    profdata = llvm_profdata(log)
+    if profdata is None:
+        log("no llvm-profdata for this Rust toolchain: building without PGO")
+        return None
+    shutil.rmtree(work, ignore_errors=True)
+    counts = work / "counts"
+    counts.mkdir(parents=True)
+    log("PGO 1/3: the instrumented wheel")
+    wheel = _maturin(
+        python,
+        source,
+        features,
+        work / "wheel",
+        log,
+        rustflags=f"-Cprofile-generate={counts}",
+        target=TARGET / "pgo-instrumented",
+    )
+    site = work / "site"
+    _run(
+        [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", site, wheel],
+        log,
+    )
+    log("PGO 2/3: training (scripts/pgo_train.py)")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))),
+        LLVM_PROFILE_FILE=str(counts / "train-%p-%m.profraw"),
+    )
+    _run([python, PGO_TRAINER], log, env=env, cwd="/")
+    raw = sorted(counts.glob("train-*.profraw"))
+    if not raw:
+        raise SystemExit(f"PGO training left no counts in {counts}")
+    merged = work / "merged.profdata"
+    _run([profdata, "merge", "-o", merged, *raw], log)
+    return merged
+
+
+def build_core_wheel(
+    python: str | Path,
+    *,
+    source: Path = CORE,
+    features: Sequence[str] = (),
+    pgo: bool = False,
+    log: Log = _log,
+) -> Path:
+    """The grelmicro-core wheel for ``python``, built from ``source`` unless up to date.
+
+    ``source`` is this tree's ``grelmicro-core`` or an unpacked core sdist;
+    ``features`` are cargo features added to the default ones; ``pgo`` asks
+    for a profile-guided build (see the module documentation).
+    """
+    tag = interpreter_tag(python)
+    key = tag + "".join(f"-{feature}" for feature in sorted(features))
+    if source.resolve() != CORE.resolve():
+        key += "-sdist"
+    if pgo:
+        key += "-pgo"
+    out = DIST / "core" / key
+    stamp = out / ".stamp"
+    inputs = digest(source, CORE_INPUTS)
+    if pgo:
+        inputs = digest(ROOT, ["scripts/pgo_train.py", "tests/forge.py"], inputs)
+    want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
+    wheel = _only_wheel(out)
+    if wheel is not None and stamp.exists() and stamp.read_text() == want:
+        log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
+        return wheel
+    log(f"{key}: building the grelmicro-core wheel from {source}")
+    profile = pgo_profile(python, source, features, DIST / "pgo" / key, log) if pgo else None
+    if profile is None:
+        wheel = _maturin(python, source, features, out, log)
+    else:
+        log("PGO 3/3: the wheel built with the profile")
+        wheel = _maturin(
+            python,
+            source,
+            features,
+            out,
+            log,
+            rustflags=f"-Cprofile-use={profile}",
+            target=TARGET / "pgo-trained",
+        )
+    if not pgo or profile is not None:  # a PGO build that fell back is retried next time
+        stamp.write_text(want)
     return wheel
 
 
@@ -316,8 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("python", help="the interpreter to build for")
     parser.add_argument("--install", action="store_true", help="install it into that interpreter")
     parser.add_argument("--bench", action="store_true", help=f"with {BENCH_FEATURE} if declared")
+    parser.add_argument("--pgo", action="store_true", help="a profile-guided build")
     args = parser.parse_args(argv)
-    wheel = build_core_wheel(args.python, features=bench_features() if args.bench else ())
+    wheel = build_core_wheel(
+        args.python, features=bench_features() if args.bench else (), pgo=args.pgo
+    )
     if args.install:
         install_core(args.python, wheel)
         _log(check_installed(args.python))

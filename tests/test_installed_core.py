@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,3 +57,23 @@ def test_installed_version_is_the_local_build() -> None:
     assert importlib.metadata.version("grelmicro-core") == expected
     # The module's own version is the crate's, without the local label.
     assert grelmicro_core.__version__ == expected.split("+", 1)[0]
+
+
+def test_the_build_says_whether_it_is_profile_guided() -> None:
+    # The test runs' wheels are plain builds; `scripts/corewheel.py --pgo`
+    # makes the trained ones (benchmarks, releases), never an instrumented
+    # one outside its training step.
+    assert grelmicro_core.PGO in {"off", "trained"}
+
+
+def test_pgo_training_refuses_a_core_that_is_not_instrumented() -> None:
+    # Training a plain build would leave no counts and a profile-less
+    # "PGO" wheel: the trainer stops first and names the module it found.
+    trainer = Path(__file__).resolve().parents[1] / "scripts" / "pgo_train.py"
+    run = subprocess.run(
+        [sys.executable, str(trainer)], capture_output=True, text=True, check=False, timeout=120
+    )
+
+    assert run.returncode == 1
+    assert "is not an instrumented build" in run.stderr
+    assert f"PGO={grelmicro_core.PGO!r}" in run.stderr

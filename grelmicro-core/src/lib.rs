@@ -51,3 +51,8 @@ pub use verifier::Verifier;
 
 /// Hash of the sources this library was built from (see `build.rs`).
 pub const SOURCE_HASH: &str = env!("GRELMICRO_CORE_SOURCE_HASH");
+
+/// How this library was compiled with respect to profile-guided
+/// optimisation: `"trained"` (built with a profile), `"instrumented"`
+/// (collecting one) or `"off"` (see `build.rs`).
+pub const PGO: &str = env!("GRELMICRO_CORE_PGO");

@@ -4,6 +4,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, final
 
 __all__ = [
+    "PGO",
     "SOURCE_HASH",
     "CoreError",
     "Key",
@@ -25,6 +26,8 @@ __all__ = [
 
 __version__: str
 SOURCE_HASH: str
+#: "trained" (a profile-guided build), "instrumented" or "off".
+PGO: str
 
 class CoreError(Exception):
     """Every refusal of the core; ``args`` is ``(kind, message)``.

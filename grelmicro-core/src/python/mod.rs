@@ -98,6 +98,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SOURCE_HASH", crate::SOURCE_HASH)?;
+    m.add("PGO", crate::PGO)?;
     let core_error = py.get_type::<CoreError>();
     core_error.setattr("context", py.None())?;
     m.add("CoreError", core_error)?;
