@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the grelmicro-core wheel built for an interpreter into a fresh venv
-# (from DIR only, never an index) and verify a token with it.
+# (from DIR only, never an index) and verify a token with it. REQUIRE_PGO=trained
+# also fails a wheel that is not profile-guided.
 #   bash scripts/smoke-core-wheel.sh "python3.13t" dist     ("py -3.13" on Windows)
 set -euo pipefail
 read -r -a PY <<<"${1:?usage: smoke-core-wheel.sh PYTHON-COMMAND DIR}"
@@ -28,6 +29,10 @@ except core.CoreError as exc:
     assert exc.args[0] == "signature", exc.args
 else:
     raise SystemExit("a tampered token verified")
+import os
+want = os.environ.get("REQUIRE_PGO")
+if want and core.PGO != want:
+    raise SystemExit(f"this wheel's PGO is {core.PGO!r}, not {want!r}")
 gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-print(f"grelmicro-core {core.__version__} on {sys.version.split()[0]} (GIL {'on' if gil else 'off'}): OK")
+print(f"grelmicro-core {core.__version__} on {sys.version.split()[0]} (GIL {'on' if gil else 'off'}, PGO {core.PGO}): OK")
 PY
