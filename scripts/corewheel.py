@@ -270,7 +270,11 @@ def pgo_profile(
         PYTHONPATH=os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH")))),
         LLVM_PROFILE_FILE=str(counts / "train-%p-%m.profraw"),
     )
-    _run([python, PGO_TRAINER], log, env=env, cwd="/")
+    # Run from "/" (nothing in the working directory shadows the install), so a
+    # relative interpreter path is made absolute first (not resolved: a venv's
+    # python is a symlink that must stay one).
+    trainer_python = os.path.abspath(python) if os.sep in str(python) else str(python)
+    _run([trainer_python, PGO_TRAINER], log, env=env, cwd="/")
     raw = sorted(counts.glob("train-*.profraw"))
     if not raw:
         raise SystemExit(f"PGO training left no counts in {counts}")
