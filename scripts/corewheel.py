@@ -227,7 +227,10 @@ def llvm_profdata(log: Log = _log) -> Path | None:
     rustup = shutil.which("rustup")
     if not tool.exists() and rustup is not None:
         log("adding rustup's llvm-tools component (llvm-profdata, for the PGO build)")
-        subprocess.run([rustup, "component", "add", "llvm-tools"], check=False)
+        try:
+            subprocess.run([rustup, "component", "add", "llvm-tools"], check=False, timeout=600)
+        except subprocess.TimeoutExpired:
+            log("rustup did not finish adding llvm-tools in 10 minutes")
         tool = locate()
     return tool if tool.exists() else None
 
@@ -273,7 +276,7 @@ def pgo_profile(
     # Run from "/" (nothing in the working directory shadows the install), so a
     # relative interpreter path is made absolute first (not resolved: a venv's
     # python is a symlink that must stay one).
-    trainer_python = os.path.abspath(python) if os.sep in str(python) else str(python)
+    trainer_python = Path.cwd() / python if os.sep in str(python) else python
     _run([trainer_python, PGO_TRAINER], log, env=env, cwd="/")
     raw = sorted(counts.glob("train-*.profraw"))
     if not raw:
