@@ -155,9 +155,17 @@ def setup_env(name: str, interpreter: str) -> Path:
     # The core wheel: built by the project's one builder, profile-guided like a
     # release (reused while its inputs are unchanged), with the bench-only
     # hooks when the core declares that feature; installed with --no-index.
-    # The training runs in this venv, which has the runtime dependencies and
-    # cryptography (the free-threaded one trains HMAC only).
-    wheel = corewheel.build_core_wheel(py, features=corewheel.bench_features(), pgo=True, log=log)
+    # The training runs in this venv and needs grelmicro.jwt: a venv without
+    # its dependencies (3.13t: no pydantic there) gets a plain build, and the
+    # results page says so.
+    layer = subprocess.run(
+        [str(py), "-c", "import grelmicro.jwt"], capture_output=True, cwd="/", check=False
+    )
+    if layer.returncode:
+        log(f"{name}: grelmicro.jwt does not import here: a plain (not profile-guided) core")
+    wheel = corewheel.build_core_wheel(
+        py, features=corewheel.bench_features(), pgo=layer.returncode == 0, log=log
+    )
     try:
         corewheel.install_core(py, wheel, log=log)
         log(corewheel.check_installed(py))
