@@ -155,18 +155,9 @@ def setup_env(name: str, interpreter: str) -> Path:
     # The core wheel: built by the project's one builder, profile-guided like a
     # release (reused while its inputs are unchanged), with the bench-only
     # hooks when the core declares that feature; installed with --no-index.
-    # The training runs in this venv and needs grelmicro.jwt: a venv without
-    # the jwt extra's dependencies (3.13t: no pydantic there) gets a plain
-    # build, and the results page says so. (Not `import grelmicro.jwt`: the
-    # core it imports may not be installed yet.)
-    needs = [corewheel.requirement_name(spec) for spec in corewheel.runtime_requirements()]
-    probe = "import importlib.metadata as m, sys\nfor name in sys.argv[1:]: m.distribution(name)"
-    layer = subprocess.run([str(py), "-c", probe, *needs], capture_output=True, check=False)
-    if layer.returncode:
-        log(f"{name}: no {'/'.join(needs)} here for grelmicro.jwt: a plain core, not PGO")
-    wheel = corewheel.build_core_wheel(
-        py, features=corewheel.bench_features(), pgo=layer.returncode == 0, log=log
-    )
+    # The training runs in this venv: one without the jwt extra's dependencies
+    # (3.13t: no pydantic there) gets a plain build, and the page says so.
+    wheel = corewheel.build_core_wheel(py, features=corewheel.bench_features(), pgo=True, log=log)
     try:
         corewheel.install_core(py, wheel, log=log)
         log(corewheel.check_installed(py))

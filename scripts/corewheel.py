@@ -235,6 +235,18 @@ def llvm_profdata(log: Log = _log) -> Path | None:
     return tool if tool.exists() else None
 
 
+def can_train(python: str | Path) -> bool:
+    """Whether ``python`` has the jwt extra's dependencies, which the PGO training imports.
+
+    Asked of the installed distributions, not by importing ``grelmicro.jwt``:
+    a fresh environment has no core yet to import it with.
+    """
+    needs = [requirement_name(spec) for spec in runtime_requirements()]
+    probe = "import importlib.metadata as m, sys\nfor name in sys.argv[1:]: m.distribution(name)"
+    found = subprocess.run([str(python), "-c", probe, *needs], capture_output=True, check=False)
+    return found.returncode == 0
+
+
 def pgo_profile(
     python: str | Path, source: Path, features: Sequence[str], work: Path, log: Log
 ) -> Path | None:
@@ -298,8 +310,13 @@ def build_core_wheel(
 
     ``source`` is this tree's ``grelmicro-core`` or an unpacked core sdist;
     ``features`` are cargo features added to the default ones; ``pgo`` asks
-    for a profile-guided build (see the module documentation).
+    for a profile-guided build (see the module documentation), which an
+    interpreter without the jwt extra's dependencies (the training imports
+    ``grelmicro.jwt``) gets as a plain build, said in the log.
     """
+    if pgo and not can_train(python):
+        log(f"{python}: no jwt extra dependencies to train with: a plain build, not PGO")
+        pgo = False
     tag = interpreter_tag(python)
     key = tag + "".join(f"-{feature}" for feature in sorted(features))
     if source.resolve() != CORE.resolve():

@@ -16,18 +16,9 @@ WORK="$(mktemp -d)"
 COUNTS="$WORK/counts"
 mkdir -p "$COUNTS"
 
-# The jwt extra's requirements, grelmicro-core aside (it is the wheel under training).
-REQUIREMENTS="$(python3 - "$ROOT/pyproject.toml" <<'PY'
-import re, sys
-try:
-    import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib
-with open(sys.argv[1], "rb") as handle:
-    extra = tomllib.load(handle)["project"]["optional-dependencies"]["jwt"]
-print("\n".join(r for r in extra if re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0] != "grelmicro-core"))
-PY
-)"
+# The jwt extra's requirements, grelmicro-core aside (it is the wheel under
+# training), as scripts/corewheel.py reads them (needs Python 3.11+).
+REQUIREMENTS="$(cd "$ROOT/scripts" && python3 -c 'import corewheel; print("\n".join(corewheel.runtime_requirements()))')"
 
 trained=0
 for python in "$@"; do
