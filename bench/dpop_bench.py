@@ -195,10 +195,10 @@ def flood(bound: int, threads: int = 12, per_thread: int = 8_000) -> dict[str, A
             # thumbprint, so one key always lands in its owner's shard.
             owner = f"client-{int.from_bytes(key[:2], 'big') % 1000}"
             try:
-                store.add(key, owner, now=NOW, deadline=NOW + 70)
-                local["accepted"] += 1
+                recorded = store.record(key, owner, now=NOW, until=NOW + 70)
+                local["accepted" if recorded else "replayed"] += 1
             except DPoPReplayError as exc:
-                local["full" if exc.store_full else "replayed"] += 1
+                local["full" if exc.store_full else "over quota"] += 1
             if index % 1000 == 0:
                 peak[0] = max(peak[0], len(store))
         with lock:
@@ -216,7 +216,7 @@ def flood(bound: int, threads: int = 12, per_thread: int = 8_000) -> dict[str, A
         "peak": max(peak[0], len(store)),
         "bound": store.max_size,
         "largest_shard": max(store.shard_lengths()),
-        "shard_bound": store.shard_size,
+        "per_key_bound": store.max_per_key,
     }
 
 

@@ -21,7 +21,13 @@ Example:
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import JWTConfig, JWTSettings
 from grelmicro.jwt._core import unverified_header as _unverified_header
-from grelmicro.jwt._dpop import DPoPNonces, DPoPVerifier, ReplayStore, jwk_thumbprint
+from grelmicro.jwt._dpop import (
+    DPoPNonces,
+    DPoPVerifier,
+    ReplayBackend,
+    ReplayStore,
+    jwk_thumbprint,
+)
 from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
@@ -84,6 +90,7 @@ __all__ = [
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",
+    "ReplayBackend",
     "ReplayStore",
     "TokenIssuedInFutureError",
     "TokenNotYetValidError",

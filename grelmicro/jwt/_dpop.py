@@ -23,34 +23,48 @@ leeway`` behind it). Its entry lives exactly that long, so a replay inside
 the window always finds it; after it the core refuses the proof by its
 ``iat`` anyway.
 
+The verifier talks to its store through :class:`ReplayBackend`, one method:
+record this replay key for this client key until then, and say whether it
+was new. :class:`ReplayStore` is the in-process default; a store shared by
+several processes (Redis ``SET NX``, say) is the user's to plug in.
+
 - Entries are a 32-byte digest (SHA-256 over the key thumbprint and the
   ``jti``, computed by the core): fixed size, no proof text kept, and one
   client's ``jti`` cannot collide with another's.
-- The store is split into shards, each a ``dict`` plus a ``deque`` in
-  insertion order behind its own small lock (a check-and-insert must be
-  atomic, or two threads could both accept one replayed proof). The lock
-  is held for a dict lookup and an insert, after a signature check that
-  costs a hundred times more: with 8 shards, 12 threads rarely meet.
+- Fairness: each client key (thumbprint) may hold at most ``max_per_key``
+  live entries (1/128 of the store by default). A key over its quota is
+  refused alone (:class:`DPoPReplayError` with ``over_quota``, answered 429):
+  the proofs of every other key are still recorded until the whole store
+  holds ``max_size`` live entries, and only then is a new proof refused
+  (``store_full``, answered 503). To fill the store an attacker needs 128
+  keys, each with its own valid access token bound to it.
+- The store is split into shards by key thumbprint (``hash()`` is salted
+  per process), each a ``dict`` plus a ``deque`` in insertion order and a
+  live count per client key, behind its own small lock (a check-and-insert
+  must be atomic, or two threads could both accept one replayed proof; a
+  key's count lives in one shard, so its quota is exact). The lock is held
+  for a dict lookup and an insert, after a signature check that costs a
+  hundred times more: with 8 shards, 12 threads rarely meet. The size of the
+  whole store is one integer behind a second lock, held for an addition.
 - Eviction drains only expired entries, from the front of a shard's deque
   (the window is constant, so the front holds the oldest deadline). A live
   entry is **never** evicted: evicting one would let its proof be replayed.
-  A shard full of live entries refuses new proofs (:class:`DPoPReplayError`
-  with ``store_full``, answered 503) instead. Size never exceeds the bound.
+  A shard drains itself on every insert; when the store looks full, every
+  shard is drained before a proof is refused, so expired entries never
+  count. Size never exceeds the bound.
 - A proof reaches the store only after the core accepted it: a valid access
   token, a signature by the key that token is bound to, the right method,
-  URI and time. An attacker without a token of their own cannot add a single
-  entry. One with a token can fill only the shard its key hashes to
-  (``hash()`` of the thumbprint is salted per process, so the shard cannot be
-  chosen), that is 1/8 of the store, and only for one window.
-- Nothing iterates the dict; every operation is O(1), amortised. An entry
-  costs about 150 bytes (the digest, a dict slot, a float, a deque slot).
+  URI and time. An attacker without a token of their own cannot add a
+  single entry.
+- Nothing iterates the dict; every operation is O(1), amortised (draining
+  every shard happens only when the store is full). An entry costs about
+  160 bytes (the digest, a dict slot, a float, two deque slots); a client
+  key with live entries about 100 more.
 
-The price of the shards: one client key can hold at most ``max_size /
-shards`` live proofs. Size the store for the peak rate of proofs times the
-window: the default, 131,072 entries (about 20 MB when full) over a 70 s
-window, holds ~1,870 proofs/s in all and ~230 proofs/s from any one key.
-A service with a single very busy client raises ``max_size`` or lowers
-``shards`` (``shards=1``: one client may fill the whole store).
+Size the store for the peak rate of proofs times the window: the default,
+131,072 entries (about 20 MB when full) over a 70 s window, holds ~1,870
+proofs/s in all and ~14 proofs/s (1,024 live) from any one key. A service
+with a few very busy clients raises ``max_per_key``.
 """
 
 from __future__ import annotations
@@ -65,7 +79,7 @@ import time
 from base64 import urlsafe_b64encode
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from grelmicro.jwt import _core
 from grelmicro.jwt.errors import (
@@ -76,7 +90,14 @@ from grelmicro.jwt.errors import (
     InvalidKeyError,
 )
 
-__all__ = ["DPoPMode", "DPoPNonces", "DPoPVerifier", "ReplayStore", "jwk_thumbprint"]
+__all__ = [
+    "DPoPMode",
+    "DPoPNonces",
+    "DPoPVerifier",
+    "ReplayBackend",
+    "ReplayStore",
+    "jwk_thumbprint",
+]
 
 DPoPMode = Literal["required", "accepted", "off"]
 """Which schemes a service takes: ``DPoP`` only, ``DPoP`` or ``Bearer``, ``Bearer`` only."""
@@ -94,79 +115,213 @@ def _number(value: object, name: str, *, positive: bool) -> float:
     return number
 
 
+@runtime_checkable
+class ReplayBackend(Protocol):
+    """Where a :class:`DPoPVerifier` remembers the proofs it accepted.
+
+    :class:`ReplayStore` is the in-process one (the default). Implement this
+    to share the memory between processes, for example in Redis: with one
+    store per process, each of N workers accepts a captured proof once.
+    """
+
+    def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
+        """Remember ``key`` until ``until``; ``False`` if it is remembered already.
+
+        Args:
+            key: the proof's replay key (32 bytes: SHA-256 over the key
+                thumbprint and the ``jti``).
+            owner: the thumbprint of the key that signed the proof (for
+                per-client quotas).
+            now: the time of the check, seconds since the epoch.
+            until: when the entry may be forgotten (the proof is refused by
+                its ``iat`` after that).
+
+        Returns:
+            ``True`` when ``key`` was new and is now remembered; ``False``
+            (or anything false) for a replay.
+
+        Raises:
+            DPoPReplayError: the proof cannot be recorded (``store_full``,
+                ``over_quota``); any other exception refuses the request too.
+        """
+        ...
+
+
+class _Owner:
+    """A client key's count of live entries in its shard."""
+
+    __slots__ = ("live", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.live = 0
+
+
 class _Shard:
-    __slots__ = ("entries", "lock", "order")
+    __slots__ = ("entries", "holders", "lock", "order", "owners")
 
     def __init__(self) -> None:
-        self.entries: dict[bytes, float] = {}
-        self.order: deque[bytes] = deque()
+        self.entries: dict[bytes, float] = {}  # replay key -> deadline
+        self.order: deque[bytes] = deque()  # the keys of `entries`, oldest first
+        self.holders: deque[_Owner] = deque()  # the owner of each key in `order`
+        self.owners: dict[str, _Owner] = {}  # client keys with live entries
         self.lock = threading.Lock()
+
+    def drain(self, now: float) -> int:
+        """Forget the expired entries at the front; how many. Call under the lock."""
+        entries, order, holders = self.entries, self.order, self.holders
+        drained = 0
+        # An entry lives through its deadline (the core still accepts a
+        # proof at the window's edge), and is drained only after it.
+        while order and entries[order[0]] < now:
+            del entries[order.popleft()]
+            holder = holders.popleft()
+            holder.live -= 1
+            if not holder.live:
+                del self.owners[holder.name]
+            drained += 1
+        return drained
+
+
+def _refusal(
+    message: str, *, store_full: bool = False, over_quota: bool = False
+) -> DPoPReplayError:
+    error = DPoPReplayError(message)
+    error.store_full = store_full
+    error.over_quota = over_quota
+    return error
 
 
 class ReplayStore:
-    """A bounded memory of accepted DPoP proofs (their replay keys).
+    """A bounded in-process memory of accepted DPoP proofs (their replay keys).
 
-    ``add`` refuses a key already present (:class:`DPoPReplayError`) and a
-    new key when its shard is full of live entries (``store_full``). See the
-    module documentation for the design.
+    ``record`` says whether a key is new. It refuses a key whose client key
+    already holds ``max_per_key`` live entries (``over_quota``), and a new
+    key when the whole store holds ``max_size`` live entries
+    (``store_full``); a live entry is never evicted. See the module
+    documentation for the design.
+
+    Args:
+        max_size: live entries the store holds at most (about 160 bytes each).
+        max_per_key: live entries one client key holds at most (default:
+            ``max_size // 128``, at least 1).
+        shards: lock stripes, a power of two.
     """
 
-    __slots__ = ("_mask", "_shards", "max_size", "shard_size")
+    __slots__ = ("_mask", "_shards", "_size", "_size_lock", "max_per_key", "max_size")
 
-    def __init__(self, max_size: int = 131_072, *, shards: int = 8) -> None:
+    def __init__(
+        self, max_size: int = 131_072, *, max_per_key: int | None = None, shards: int = 8
+    ) -> None:
         if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
             raise ConfigurationError("shards must be a whole number, 1 or more")
         if shards & (shards - 1):
             raise ConfigurationError("shards must be a power of two")
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < shards:
-            raise ConfigurationError(f"the replay store needs room for at least {shards} entries")
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ConfigurationError("max_size must be a whole number of entries, 1 or more")
+        if max_per_key is None:
+            max_per_key = max(1, max_size // 128)
+        if (
+            isinstance(max_per_key, bool)
+            or not isinstance(max_per_key, int)
+            or not 1 <= max_per_key <= max_size
+        ):
+            raise ConfigurationError("max_per_key must be a whole number from 1 to max_size")
         self.max_size = max_size
-        self.shard_size = max_size // shards
+        self.max_per_key = max_per_key
         self._mask = shards - 1
         self._shards = tuple(_Shard() for _ in range(shards))
+        self._size = 0
+        self._size_lock = threading.Lock()
 
     def __len__(self) -> int:
-        return sum(len(shard.entries) for shard in self._shards)
+        return self._size
 
     def shard_lengths(self) -> list[int]:
         """Entries per shard (for tests and metrics)."""
         return [len(shard.entries) for shard in self._shards]
 
-    def add(self, key: bytes, owner: str, *, now: float, deadline: float) -> None:
-        """Remember ``key`` (of a proof by the key ``owner``) until ``deadline``.
+    def live_for(self, owner: str) -> int:
+        """Live entries of the client key ``owner`` (for tests and metrics)."""
+        shard = self._shards[hash(owner) & self._mask]
+        with shard.lock:
+            holder = shard.owners.get(owner)
+            return 0 if holder is None else holder.live
+
+    def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
+        """Remember ``key`` (of a proof by the key ``owner``) until ``until``.
+
+        Returns:
+            ``True`` if ``key`` is new, ``False`` if it is remembered already
+            (a replay).
 
         Raises:
-            DPoPReplayError: ``key`` is remembered already (a replay), or its
-                shard is full of live entries (``store_full``).
+            DPoPReplayError: ``owner`` holds ``max_per_key`` live entries
+                already (``over_quota``), or the store holds ``max_size``
+                (``store_full``).
         """
         shard = self._shards[hash(owner) & self._mask]
-        entries = shard.entries
-        order = shard.order
-        with shard.lock:
-            # An entry lives through its deadline (the core still accepts a
-            # proof at the window's edge), and is drained only after it.
-            while order:
-                deadline_of_oldest = entries.get(order[0])
-                if deadline_of_oldest is not None and deadline_of_oldest >= now:
-                    break
-                entries.pop(order.popleft(), None)
-            if key in entries:
-                raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
-            if len(entries) >= self.shard_size:
-                error = DPoPReplayError(
-                    "the DPoP replay store is full; the proof cannot be recorded"
+        recorded = self._insert(shard, key, owner, now, until)
+        if recorded is None:
+            # Other shards may still count expired entries (a shard drains
+            # itself when it is used): drain them all before refusing.
+            for other in self._shards:
+                with other.lock:
+                    drained = other.drain(now)
+                if drained:
+                    with self._size_lock:
+                        self._size -= drained
+            recorded = self._insert(shard, key, owner, now, until)
+            if recorded is None:
+                raise _refusal(
+                    "the DPoP replay store is full; the proof cannot be recorded",
+                    store_full=True,
                 )
-                error.store_full = True
-                raise error
-            entries[key] = deadline
-            order.append(key)
+        return recorded
+
+    def _insert(
+        self, shard: _Shard, key: bytes, owner: str, now: float, until: float
+    ) -> bool | None:
+        """``record`` in one shard; ``None`` when the whole store has no room."""
+        with shard.lock:
+            drained = shard.drain(now)
+            holder = shard.owners.get(owner)
+            replayed = key in shard.entries
+            if replayed or (holder is not None and holder.live >= self.max_per_key):
+                if drained:
+                    with self._size_lock:
+                        self._size -= drained
+                if replayed:
+                    return False
+                raise _refusal(
+                    "the DPoP proof's key holds too many live proofs; slow down",
+                    over_quota=True,
+                )
+            with self._size_lock:
+                size = self._size - drained
+                room = size < self.max_size
+                self._size = size + 1 if room else size
+            if not room:
+                return None
+            if holder is None:
+                holder = shard.owners[owner] = _Owner(owner)
+            holder.live += 1
+            shard.entries[key] = until
+            shard.order.append(key)
+            shard.holders.append(holder)
+            return True
 
     def clear(self) -> None:
         """Forget every proof."""
         for shard in self._shards:
             with shard.lock:
+                count = len(shard.entries)
                 shard.entries.clear()
                 shard.order.clear()
+                shard.holders.clear()
+                shard.owners.clear()
+                with self._size_lock:
+                    self._size -= count
 
 
 class DPoPNonces:
@@ -245,8 +400,10 @@ class DPoPVerifier:
             algorithm; HMAC is never allowed).
         max_age: seconds a proof is accepted after its ``iat``.
         leeway: clock leeway, on both sides of the window.
-        replay_store: the :class:`ReplayStore` (default: 131,072 entries in 8
-            shards; share one between verifiers of the same service).
+        replay_store: where accepted proofs are remembered, a
+            :class:`ReplayBackend` (default: a :class:`ReplayStore` of
+            131,072 entries, 1,024 per client key; share one between the
+            verifiers of a process, or plug in one shared between processes).
         nonces: server nonces: ``True`` for a :class:`DPoPNonces` with the
             defaults, or one you built (shared secret, lifetime).
         max_proof_size: the largest proof accepted, in bytes.
@@ -262,7 +419,7 @@ class DPoPVerifier:
         algorithms: Sequence[str] | None = None,
         max_age: float = 60.0,
         leeway: float = 5.0,
-        replay_store: ReplayStore | None = None,
+        replay_store: ReplayBackend | None = None,
         nonces: DPoPNonces | bool = False,
         max_proof_size: int = 8192,
         clock: Callable[[], float] = time.time,
@@ -291,13 +448,13 @@ class DPoPVerifier:
         except _core.CoreError as exc:
             _core.raise_translated(exc)
         self.mode: DPoPMode = mode
-        self.replay_store = ReplayStore() if replay_store is None else replay_store
+        if replay_store is not None and not isinstance(replay_store, ReplayBackend):
+            raise ConfigurationError("replay_store must have a record() method (a ReplayBackend)")
+        self.replay_store: ReplayBackend = ReplayStore() if replay_store is None else replay_store
         if nonces is True:
             nonces = DPoPNonces(clock=clock)
         if nonces is not False and not isinstance(nonces, DPoPNonces):
             raise ConfigurationError("nonces must be True, False or a DPoPNonces")
-        if replay_store is not None and not isinstance(replay_store, ReplayStore):
-            raise ConfigurationError("replay_store must be a ReplayStore")
         if not callable(clock):
             raise ConfigurationError("clock must be a callable returning seconds")
         self.nonces: DPoPNonces | None = nonces or None
@@ -345,7 +502,9 @@ class DPoPVerifier:
             DPoPBindingError: the token and the scheme do not fit.
             DPoPProofError: the proof is missing or refused (``check`` says
                 which rule; ``use_nonce`` asks for a retry with a nonce).
-            DPoPReplayError: the proof was used before, or cannot be recorded.
+            DPoPReplayError: the proof was used before, or cannot be recorded
+                (``over_quota``: its key holds too many live proofs;
+                ``store_full``: the store does).
         """
         jkt = _bound_key(claims)
         if scheme.lower() != "dpop":
@@ -388,7 +547,8 @@ class DPoPVerifier:
             error.check = "nonce"
             error.use_nonce = True
             raise error
-        self.replay_store.add(replay_key, jkt, now=when, deadline=when + self._window)
+        if not self.replay_store.record(replay_key, jkt, now=when, until=when + self._window):
+            raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
 
 
 def _bound_key(claims: Mapping[str, Any]) -> str | None:

@@ -269,12 +269,17 @@ class DPoPReplayError(TokenRejectedError):
     ``store_full`` is true when the proof could not be recorded because the
     replay store is full of live entries: the service answers 503 then (the
     client is not at fault, and no live entry is ever evicted to make room).
+    ``over_quota`` is true when the proof's key alone has too many live
+    proofs: only that client is refused, with 429 (it is sending too fast).
     """
 
     reason = "dpop-replay"
 
     store_full: bool = False
     """The proof was refused because the replay store is full (answer 503)."""
+
+    over_quota: bool = False
+    """The proof's key holds its quota of live proofs already (answer 429, ``Retry-After``)."""
 
 
 class DPoPBindingError(TokenRejectedError):

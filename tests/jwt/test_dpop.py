@@ -121,6 +121,13 @@ def _signed_by_other() -> str:
     return OTHER.key.mint(body, header=head)
 
 
+def _other_key_garbage_signature() -> str:
+    """A proof under another key's header whose signature verifies under no key."""
+    head, body, _ = OTHER.proof(access_token=TOKEN).split(".")
+    garbage = b64url(bytes(range(64)))
+    return f"{head}.{body}.{garbage}"
+
+
 def _tampered() -> str:
     head, body, signature = ES.proof(access_token=TOKEN).split(".")
     flipped = "A" if signature[0] != "A" else "B"
@@ -260,6 +267,8 @@ BROKEN: list[tuple[str, str, type[Exception], str]] = [
     ("ath-number", ES.proof(access_token=TOKEN, claims={"ath": 1}), DPoPProofError, "ath"),
     ("nonce-number", ES.proof(access_token=TOKEN, claims={"nonce": 1}), DPoPProofError, "nonce"),
     ("key-not-bound", OTHER.proof(access_token=TOKEN), DPoPBindingError, "jkt"),
+    # The binding is checked before the signature (a hash, not a key's work).
+    ("key-not-bound-bad-signature", _other_key_garbage_signature(), DPoPBindingError, "jkt"),
     ("not-a-jws", "not-a-proof", DPoPProofError, "structure"),
     ("jwe", "a.b.c.d.e", DPoPProofError, "structure"),
     ("lone-surrogate", "\ud800.x.y", DPoPProofError, "structure"),
@@ -498,53 +507,168 @@ def test_an_entry_lives_exactly_as_long_as_its_proof_could_be_accepted():
 
 
 def test_the_store_drains_expired_entries_and_never_evicts_live_ones():
-    store = ReplayStore(4, shards=1)
+    store = ReplayStore(4, shards=1, max_per_key=4)
     for index in range(4):
-        store.add(bytes([index]) * 32, "k", now=NOW, deadline=NOW + 10)
+        assert store.record(bytes([index]) * 32, "k", now=NOW, until=NOW + 10)
 
     with pytest.raises(DPoPReplayError) as caught:
-        store.add(b"\x09" * 32, "k", now=NOW + 5, deadline=NOW + 15)
+        store.record(b"\x09" * 32, "other", now=NOW + 5, until=NOW + 15)
     assert caught.value.store_full
+    assert not caught.value.over_quota
     assert len(store) == 4
-    with pytest.raises(DPoPReplayError):  # the live entries are all still there
-        store.add(b"\x00" * 32, "k", now=NOW + 5, deadline=NOW + 15)
+    # The live entries are all still there.
+    assert not store.record(b"\x00" * 32, "k", now=NOW + 5, until=NOW + 15)
 
-    with pytest.raises(DPoPReplayError):  # alive through their deadline
-        store.add(b"\x09" * 32, "k", now=NOW + 10, deadline=NOW + 20)
-    store.add(b"\x09" * 32, "k", now=NOW + 10.5, deadline=NOW + 20)
+    # Alive through their deadline, drained after it.
+    assert not store.record(b"\x03" * 32, "k", now=NOW + 10, until=NOW + 20)
+    assert store.record(b"\x09" * 32, "other", now=NOW + 10.5, until=NOW + 20)
+    assert len(store) == 1
+    assert store.live_for("k") == 0
+
+
+def _fill(store: ReplayStore, owner: str, count: int, *, start: int, now: float) -> list[str]:
+    """Record ``count`` fresh keys of ``owner``; the outcome of each."""
+    outcomes = []
+    for index in range(start, start + count):
+        try:
+            recorded = store.record(index.to_bytes(32, "big"), owner, now=now, until=now + 70)
+            outcomes.append("recorded" if recorded else "replayed")
+        except DPoPReplayError as exc:
+            outcomes.append("full" if exc.store_full else "quota" if exc.over_quota else "?")
+    return outcomes
+
+
+def test_a_key_over_its_quota_is_refused_alone():
+    store = ReplayStore(1024, max_per_key=16)
+
+    attacker = _fill(store, "attacker", 1000, start=0, now=NOW)
+
+    assert attacker == ["recorded"] * 16 + ["quota"] * 984
+    assert store.live_for("attacker") == 16
+    # Every other key is served, not one refusal, until the store is
+    # genuinely full: 63 keys of 16 proofs fill the 1,008 places left.
+    for client in range(63):
+        outcomes = _fill(store, f"client-{client}", 16, start=10_000 + 100 * client, now=NOW)
+        assert outcomes == ["recorded"] * 16, client
+    assert len(store) == 1024
+    # Full now, for everyone: fail closed, no live entry evicted.
+    assert _fill(store, "latecomer", 1, start=50_000, now=NOW) == ["full"]
+    assert not store.record((10_000).to_bytes(32, "big"), "client-0", now=NOW, until=NOW + 70)
+
+
+def test_the_quota_frees_as_the_keys_proofs_expire():
+    store = ReplayStore(1024, max_per_key=4)
+    assert _fill(store, "busy", 4, start=0, now=NOW) == ["recorded"] * 4
+    assert _fill(store, "busy", 1, start=4, now=NOW + 70) == ["quota"]
+
+    assert _fill(store, "busy", 4, start=5, now=NOW + 70.5) == ["recorded"] * 4
+    assert store.live_for("busy") == 4
+    assert len(store) == 4
+
+
+def test_keys_sharing_a_shard_have_a_quota_each():
+    store = ReplayStore(64, shards=1, max_per_key=8)
+
+    assert _fill(store, "one", 9, start=0, now=NOW) == ["recorded"] * 8 + ["quota"]
+    assert _fill(store, "two", 9, start=100, now=NOW) == ["recorded"] * 8 + ["quota"]
+
+
+def test_expired_entries_in_other_shards_make_room():
+    store = ReplayStore(8, shards=2, max_per_key=1)
+    owners = [f"owner-{index}" for index in range(200)]
+    first = [name for name in owners if hash(name) & 1 == 0][:8]
+    late = next(name for name in owners if hash(name) & 1 == 1)
+    for index, owner in enumerate(first):
+        assert store.record(index.to_bytes(32, "big"), owner, now=NOW, until=NOW + 70)
+    assert _fill(store, late, 1, start=100, now=NOW + 70) == ["full"]
+
+    # Only the other shard holds entries, all expired: they do not count.
+    assert _fill(store, late, 1, start=101, now=NOW + 71) == ["recorded"]
     assert len(store) == 1
 
 
-def test_one_key_fills_only_its_own_shard():
-    store = ReplayStore(64, shards=16)
+def test_a_replay_is_refused_even_over_quota_or_full():
+    store = ReplayStore(2, shards=1, max_per_key=1)
+    store.record(b"a" * 32, "k", now=NOW, until=NOW + 70)
+    store.record(b"b" * 32, "j", now=NOW, until=NOW + 70)
+
+    assert not store.record(b"a" * 32, "k", now=NOW + 1, until=NOW + 71)
+    assert not store.record(b"b" * 32, "j", now=NOW + 1, until=NOW + 71)
+
+
+def test_one_client_over_quota_does_not_refuse_others_end_to_end():
+    store = ReplayStore(64, max_per_key=4)
+    dpop = DPoPVerifier(replay_store=store)
     refusals: list[DPoPReplayError] = []
-    for index in range(64):
+    for _ in range(12):
         try:
-            store.add(index.to_bytes(32, "big"), "attacker", now=NOW, deadline=NOW + 70)
+            check(dpop, TOKEN, ES.proof(access_token=TOKEN))
         except DPoPReplayError as exc:
             refusals.append(exc)
-    assert len(refusals) == 60
-    assert all(refusal.store_full for refusal in refusals)
-    assert len(store) == 4
+    assert len(refusals) == 8
+    assert all(exc.over_quota and not exc.store_full for exc in refusals)
 
-    # Every other shard still takes honest proofs.
-    honest = [f"client-{index}" for index in range(200)]
-    accepted = 0
-    for index, owner in enumerate(honest):
-        try:
-            store.add((1000 + index).to_bytes(32, "big"), owner, now=NOW, deadline=NOW + 70)
-            accepted += 1
-        except DPoPReplayError:
-            pass
-    assert accepted >= 60 - 4  # all room but the attacker's shard
+    # Fifteen other clients, four proofs each: the 60 places left, no refusal.
+    for seed in range(2, 17):
+        client = ProofSigner("ES256", seed=seed)
+        token = access_token(client.jkt)
+        for _ in range(4):
+            check(dpop, token, client.proof(access_token=token))
+    assert len(store) == 64
+
+
+class SharedStore:
+    """A replay memory two verifiers share, as two workers would share Redis."""
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, float] = {}
+
+    def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
+        del owner
+        if self.entries.get(key, -1.0) >= now:
+            return False
+        self.entries[key] = until
+        return True
+
+
+def test_a_pluggable_store_is_shared_between_verifiers():
+    shared = SharedStore()
+    one, two = DPoPVerifier(replay_store=shared), DPoPVerifier(replay_store=shared)
+    proof = ES.proof(access_token=TOKEN)
+    check(one, TOKEN, proof)
+
+    with pytest.raises(DPoPReplayError):
+        check(two, TOKEN, proof)
+    assert len(shared.entries) == 1
+
+
+def test_without_a_shared_store_each_process_accepts_a_proof_once():
+    one, two = DPoPVerifier(), DPoPVerifier()
+    proof = ES.proof(access_token=TOKEN)
+
+    check(one, TOKEN, proof)
+    check(two, TOKEN, proof)  # a second worker's own store has not seen it
 
 
 @pytest.mark.parametrize(
-    "settings", [{"max_size": 8, "shards": 3}, {"max_size": 2, "shards": 4}, {"max_size": True}]
+    "settings",
+    [
+        {"max_size": 8, "shards": 3},
+        {"max_size": 0},
+        {"max_size": True},
+        {"max_size": 8, "max_per_key": 9},
+        {"max_per_key": 0},
+        {"max_per_key": 1.5},
+    ],
 )
 def test_bad_store_settings(settings: dict[str, Any]):
     with pytest.raises(ConfigurationError):
         ReplayStore(**settings)
+
+
+def test_the_default_quota_is_a_small_share_of_the_store():
+    assert ReplayStore().max_per_key == 1024
+    assert ReplayStore(64).max_per_key == 1
 
 
 # -- server nonces -----------------------------------------------------------------

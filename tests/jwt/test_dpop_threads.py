@@ -33,12 +33,9 @@ def test_each_key_is_accepted_exactly_once_across_threads():
         mine: list[int] = []
         refused = 0
         for index in order:
-            try:
-                store.add(keys[index], owners[index], now=NOW, deadline=NOW + 70)
+            if store.record(keys[index], owners[index], now=NOW, until=NOW + 70):
                 mine.append(index)
-            except DPoPReplayError as exc:
-                if exc.store_full:
-                    raise
+            else:
                 refused += 1
         with lock:
             accepted.update(mine)
@@ -53,7 +50,8 @@ def test_each_key_is_accepted_exactly_once_across_threads():
 
 
 def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
-    store = ReplayStore(256, shards=16)
+    store = ReplayStore(256, shards=16, max_per_key=2)
+    owners = [f"owner-{index}" for index in range(197)]
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -62,19 +60,48 @@ def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
         for index in range(2000):
             key = (seed * 1_000_000 + index).to_bytes(32, "big")
             try:
-                store.add(key, f"owner-{index % 97}", now=NOW, deadline=NOW + 70)
-                local["accepted"] += 1
+                recorded = store.record(key, owners[index % 197], now=NOW, until=NOW + 70)
+                local["accepted" if recorded else "replay"] += 1
             except DPoPReplayError as exc:
-                local["full" if exc.store_full else "replay"] += 1
+                local["full" if exc.store_full else "quota" if exc.over_quota else "?"] += 1
             assert len(store) <= 256
         with lock:
             outcomes.update(local)
 
     assert together(THREADS, work) == []
-    assert outcomes["replay"] == 0
-    assert outcomes["accepted"] == len(store) <= 256
-    assert max(store.shard_lengths()) <= store.shard_size
-    assert outcomes["accepted"] + outcomes["full"] == THREADS * 2000
+    assert outcomes["replay"] == outcomes["?"] == 0
+    # 197 keys with a quota of 2 hold 394 places at most: the store fills,
+    # every key holds at most its quota, and the counts add up.
+    assert outcomes["accepted"] == len(store) == sum(store.shard_lengths()) == 256
+    assert max(store.live_for(owner) for owner in owners) == 2
+    assert sum(store.live_for(owner) for owner in owners) == 256
+    assert outcomes["accepted"] + outcomes["full"] + outcomes["quota"] == THREADS * 2000
+
+
+def test_a_key_over_its_quota_never_refuses_others_under_threads():
+    store = ReplayStore(4096, shards=8, max_per_key=32)
+    refused: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def work(seed: int) -> None:
+        local: Counter[str] = Counter()
+        for index in range(600):
+            # Half the threads flood with one key; the others are 60 honest
+            # clients of 10 proofs each (600 in all per thread, 3,600 in all).
+            owner = "attacker" if seed % 2 else f"client-{seed}-{index % 60}"
+            key = (seed * 1_000_000 + index).to_bytes(32, "big")
+            try:
+                assert store.record(key, owner, now=NOW, until=NOW + 70)
+            except DPoPReplayError as exc:
+                who = "attacker" if owner == "attacker" else "honest"
+                local[f"{who} over quota" if exc.over_quota else f"{who} other"] += 1
+        with lock:
+            refused.update(local)
+
+    assert together(THREADS, work) == []
+    assert refused == Counter({"attacker over quota": 6 * 600 - 32})
+    assert store.live_for("attacker") == 32
+    assert len(store) == 6 * 600 + 32
 
 
 def test_expired_entries_make_room_again_under_threads():
@@ -82,7 +109,7 @@ def test_expired_entries_make_room_again_under_threads():
     old = [index.to_bytes(32, "big") for index in range(200)]
     for index, key in enumerate(old):
         try:
-            store.add(key, f"o{index}", now=NOW, deadline=NOW + 10)
+            assert store.record(key, f"o{index}", now=NOW, until=NOW + 10)
         except DPoPReplayError as exc:
             if not exc.store_full:
                 raise
@@ -92,7 +119,7 @@ def test_expired_entries_make_room_again_under_threads():
         for index in range(100):
             key = (10_000 + seed * 1000 + index).to_bytes(32, "big")
             try:
-                store.add(key, f"o{index}", now=NOW + 11, deadline=NOW + 81)
+                assert store.record(key, f"o{seed}-{index}", now=NOW + 11, until=NOW + 81)
             except DPoPReplayError as exc:
                 if not exc.store_full:
                     raise

@@ -5,11 +5,12 @@
 //! like a token and more strictly: `typ` `dpop+jwt`, an asymmetric algorithm
 //! from the allow-list (never HMAC, never `none`), a public `jwk` parsed by
 //! the same rules as a configured key ([`Key::jwk`]: key sizes, curves,
-//! small-order Ed25519 points, no private members, no `oct`), the signature
-//! with that key, then `htm`, `htu` (RFC 9449 §4.3 normalisation), the `iat`
-//! window (leeway both ways), `ath` (SHA-256 of the access token) and
-//! finally the binding: the RFC 7638 thumbprint of the proof key must equal
-//! the access token's `cnf.jkt`.
+//! small-order Ed25519 points, no private members, no `oct`), then the
+//! binding: the RFC 7638 thumbprint of the proof key must equal the access
+//! token's `cnf.jkt` (checked before the signature, so a proof by any other
+//! key costs a hash to refuse, whatever key size it names), then the
+//! signature with that key, `htm`, `htu` (RFC 9449 §4.3 normalisation), the
+//! `iat` window (leeway both ways) and `ath` (SHA-256 of the access token).
 //!
 //! One call checks one proof; the clock is the caller's `now`, and nothing
 //! here does I/O. Replay (`jti` seen before) and server nonces are the

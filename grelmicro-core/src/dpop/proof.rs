@@ -77,6 +77,20 @@ impl ProofVerifier {
             )
         })?;
 
+        // The binding, before the signature: the proof key must be the key
+        // the access token names. Both are public (the token's `cnf.jkt`, the
+        // header's `jwk`), so checking first reveals nothing, and a proof by
+        // any other key is refused for the price of a hash, not of a
+        // signature check by a key the sender chose (RSA-8192 costs ~0.5 ms).
+        let thumbprint = thumbprint(jwk).map_err(|err| Refusal::from(Check::Key, err))?;
+        if verify_slices_are_equal(thumbprint.as_bytes(), jkt.as_bytes()).is_err() {
+            return Err(Refusal::new(
+                Check::Binding,
+                ErrorKind::InvalidClaim,
+                "the DPoP proof key is not the key the access token is bound to (cnf.jkt)",
+            ));
+        }
+
         // Signature, then the payload (read only once authenticated).
         let signature = token::decode(segments.signature).map_err(structure)?;
         let payload = token::decode(segments.payload).map_err(structure)?;
@@ -92,15 +106,6 @@ impl ProofVerifier {
         }
         let (jti, iat, nonce) = self.claims(&claims, method, uri, access_token, now)?;
 
-        // The binding: the proof key is the key the access token names.
-        let thumbprint = thumbprint(jwk).map_err(|err| Refusal::from(Check::Key, err))?;
-        if verify_slices_are_equal(thumbprint.as_bytes(), jkt.as_bytes()).is_err() {
-            return Err(Refusal::new(
-                Check::Binding,
-                ErrorKind::InvalidClaim,
-                "the DPoP proof key is not the key the access token is bound to (cnf.jkt)",
-            ));
-        }
         let mut ctx = digest::Context::new(&digest::SHA256);
         ctx.update(thumbprint.as_bytes());
         ctx.update(&[0]);

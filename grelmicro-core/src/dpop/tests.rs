@@ -195,6 +195,28 @@ fn signature_and_binding() {
 }
 
 #[test]
+fn the_binding_is_checked_before_the_signature() {
+    let signer = p256();
+    let other = p256();
+    // Another key's header with a signature that verifies under no key: the
+    // binding refuses it, so the signature is never computed.
+    let good = other.proof(&claims(""));
+    let input = &good[..good.iter().rposition(|&b| b == b'.').unwrap()];
+    let mut garbage = input.to_vec();
+    garbage.extend_from_slice(b".");
+    garbage.extend_from_slice(token::encode(&[7u8; 64]).as_bytes());
+    let refusal = check(&signer, &garbage).unwrap_err();
+    assert_eq!(refusal.check, Check::Binding);
+    // The same garbage under the bound key's header is a signature refusal.
+    let bound = signer.proof(&claims(""));
+    let input = &bound[..bound.iter().rposition(|&b| b == b'.').unwrap()];
+    let mut garbage = input.to_vec();
+    garbage.extend_from_slice(b".");
+    garbage.extend_from_slice(token::encode(&[7u8; 64]).as_bytes());
+    assert_eq!(check(&signer, &garbage).unwrap_err().check, Check::Signature);
+}
+
+#[test]
 fn size_and_time_limits() {
     let signer = p256();
     let small = ProofVerifier::new(ProofOptions {
