@@ -242,7 +242,10 @@ class ReplayStore:
         return [len(shard.entries) for shard in self._shards]
 
     def live_for(self, owner: str) -> int:
-        """Live entries of the client key ``owner`` (for tests and metrics)."""
+        """Entries held for the client key ``owner`` (for tests and metrics).
+
+        Expired entries count until their shard drains them (on its next use).
+        """
         shard = self._shards[hash(owner) & self._mask]
         with shard.lock:
             holder = shard.owners.get(owner)
@@ -287,22 +290,23 @@ class ReplayStore:
             drained = shard.drain(now)
             holder = shard.owners.get(owner)
             replayed = key in shard.entries
-            if replayed or (holder is not None and holder.live >= self.max_per_key):
-                if drained:
-                    with self._size_lock:
-                        self._size -= drained
-                if replayed:
-                    return False
+            over_quota = holder is not None and holder.live >= self.max_per_key
+            # A full store answers before a quota: it refuses everyone.
+            with self._size_lock:
+                size = self._size - drained
+                room = size < self.max_size
+                if room and not replayed and not over_quota:
+                    size += 1
+                self._size = size
+            if replayed:
+                return False
+            if not room:
+                return None
+            if over_quota:
                 raise _refusal(
                     "the DPoP proof's key holds too many live proofs; slow down",
                     over_quota=True,
                 )
-            with self._size_lock:
-                size = self._size - drained
-                room = size < self.max_size
-                self._size = size + 1 if room else size
-            if not room:
-                return None
             if holder is None:
                 holder = shard.owners[owner] = _Owner(owner)
             holder.live += 1

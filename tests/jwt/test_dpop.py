@@ -553,6 +553,7 @@ def test_a_key_over_its_quota_is_refused_alone():
     assert len(store) == 1024
     # Full now, for everyone: fail closed, no live entry evicted.
     assert _fill(store, "latecomer", 1, start=50_000, now=NOW) == ["full"]
+    assert _fill(store, "attacker", 1, start=60_000, now=NOW) == ["full"]  # full answers first
     assert not store.record((10_000).to_bytes(32, "big"), "client-0", now=NOW, until=NOW + 70)
 
 
