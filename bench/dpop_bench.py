@@ -233,7 +233,8 @@ def flood_proofs(threads: int = 12, unique: int = 1500) -> dict[str, Any]:
     )
     claims = verifier.verify(token)
     proofs = [signer.proof("GET", URI, token) for _ in range(unique)]
-    dpop = DPoPVerifier(clock=lambda: NOW)
+    # One client key sends every proof: its quota must hold them all.
+    dpop = DPoPVerifier(replay_store=ReplayStore(max_per_key=unique), clock=lambda: NOW)
     accepted: Counter[int] = Counter()
     refused: Counter[str] = Counter()
     lock = threading.Lock()
@@ -276,12 +277,10 @@ def build_app(public_pem: bytes) -> Any:
         clock=lambda: NOW,
     )
     bearer = JWTBearer(verifier)
-    # One store big enough for every proof of the run, in one shard: the
-    # bench sends all of one algorithm's proofs with one client key.
-    dpop = DPoPBearer(
-        verifier,
-        DPoPVerifier("accepted", replay_store=ReplayStore(1 << 20, shards=1), clock=lambda: NOW),
-    )
+    # One store big enough for every proof of the run, all of it for one
+    # key: the bench sends all of one algorithm's proofs with one client key.
+    store = ReplayStore(1 << 20, max_per_key=1 << 20, shards=1)
+    dpop = DPoPBearer(verifier, DPoPVerifier("accepted", replay_store=store, clock=lambda: NOW))
     app = FastAPI()
     bearer.install(app)
 
