@@ -16,9 +16,10 @@ refresh, then calls the issuer's core verifier; a token naming an unknown
 
 from __future__ import annotations
 
+import difflib
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
@@ -34,6 +35,9 @@ logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
 
+#: The policy settings an Issuer may set for itself.
+_PER_ISSUER = frozenset({"audience", "algorithms", "leeway", "required", "typ", "max_age"})
+
 #: Core refusals that new keys from the provider could turn into acceptance.
 _REFETCH_ON = frozenset({"unknown-key", "algorithm"})
 
@@ -43,7 +47,13 @@ class Issuer:
 
     Exactly one key source: ``keys``, ``jwks``, ``jwks_url`` or
     ``discover=True`` (OpenID Connect discovery at the issuer's URL). Policy
-    settings left ``None`` take the verifier's.
+    settings left ``None`` take the verifier's; ``required`` adds to the
+    verifier's claims. A setting that would loosen the verifier's policy for
+    this issuer (fewer required claims, ``require_exp=False``, another
+    ``typ``, a longer ``max_age``, a larger ``leeway``, an empty
+    ``audience`` or ``azp``) is refused when the verifier is built unless
+    ``allow_weaker`` names it; a named ``required`` then replaces the
+    verifier's claims instead of adding to them.
 
     Example:
         >>> Issuer(
@@ -56,6 +66,7 @@ class Issuer:
     __slots__ = (
         "allow_insecure_loopback",
         "allow_symmetric",
+        "allow_weaker",
         "discover",
         "issuer",
         "jwks",
@@ -71,6 +82,7 @@ class Issuer:
     discover: bool
     allow_symmetric: bool
     allow_insecure_loopback: bool
+    allow_weaker: frozenset[str]
     policy: dict[str, object]
 
     def __init__(
@@ -89,6 +101,7 @@ class Issuer:
         required: Sequence[str] | None = None,
         typ: str | None = None,
         max_age: float | None = None,
+        allow_weaker: Collection[str] = (),
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
@@ -124,6 +137,7 @@ class Issuer:
             "max_age": max_age,
         }
         values = {
+            "allow_weaker": _setting_names(issuer, allow_weaker, _PER_ISSUER),
             "issuer": issuer,
             "keys": (keys,) if isinstance(keys, Key) else None if keys is None else tuple(keys),
             "jwks": jwks,
@@ -358,10 +372,75 @@ def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_S
 
 
 def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
+    """The verifier's policy with the issuer's settings on top.
+
+    The issuer's ``required`` adds to the verifier's (``exp`` stays
+    ``require_exp``'s); any setting that leaves the issuer's tokens checked
+    less than the verifier's is refused unless ``allow_weaker`` names it.
+    """
+    own = issuer.policy
+    relaxed = issuer.allow_weaker
     values = base.model_dump(exclude_none=True)
-    values.update(issuer.policy)
+    values.update(own)
     values["issuer"] = (issuer.issuer,)
-    return JWTConfig.build(**values)
+    inherited = base.required
+    if own.get("require_exp") is False:
+        inherited = tuple(name for name in inherited if name != "exp")
+    added = _as_names(own.get("required", ()))
+    if "required" in relaxed and "required" in own:
+        values["required"] = added
+    elif isinstance(added, tuple):
+        values["required"] = (*inherited, *(name for name in added if name not in inherited))
+    config = JWTConfig.build(**values)
+    weaker = [name for name in _loosened(base, config) if name not in relaxed]
+    if weaker:
+        raise ConfigurationError(
+            f"issuer {issuer.issuer!r}: {', '.join(weaker)} would check this issuer's tokens "
+            "less than the verifier's policy; pass allow_weaker=["
+            + ", ".join(repr(name) for name in weaker)
+            + "] to the Issuer if that is meant"
+        )
+    return config
+
+
+def _loosened(base: JWTConfig, config: JWTConfig) -> list[str]:
+    """The settings in which ``config`` checks less than ``base``."""
+    checks = {
+        # exp is require_exp's to drop, not required's.
+        "required": not set(base.required) - {"exp"} <= set(config.required),
+        "require_exp": base.require_exp and not config.require_exp,
+        "typ": base.typ is not None and config.typ != base.typ,
+        "max_age": base.max_age is not None
+        and (config.max_age is None or config.max_age > base.max_age),
+        "leeway": config.leeway > base.leeway,
+        "audience": bool(base.audience) and not config.audience,
+        "azp": bool(base.azp) and not config.azp,
+    }
+    return [name for name, weaker in checks.items() if weaker]
+
+
+def _as_names(value: object) -> object:
+    """A claim list as a tuple (a bare string is one name); anything else unchanged."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(value)
+    return value
+
+
+def _setting_names(issuer: str, names: object, known: Collection[str]) -> frozenset[str]:
+    """``allow_weaker``: names of per-issuer settings (a near miss is named)."""
+    listed = _as_names(names)
+    if not isinstance(listed, tuple) or not all(isinstance(name, str) for name in listed):
+        raise ConfigurationError(f"issuer {issuer!r}: allow_weaker must be a list of setting names")
+    for name in listed:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigurationError(
+                f"issuer {issuer!r}: allow_weaker names no per-issuer setting{hint}"
+            )
+    return frozenset(listed)
 
 
 def _check_sources(
