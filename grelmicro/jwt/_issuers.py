@@ -22,8 +22,10 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from typing_extensions import Unpack
+
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import JWTConfig, check_flags
+from grelmicro.jwt._config import ISSUER_SETTINGS, SCOPES, IssuerSettings, JWTConfig, check_flags
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
@@ -35,9 +37,6 @@ logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
 
-#: The policy settings an Issuer may set for itself.
-_PER_ISSUER = frozenset({"audience", "algorithms", "leeway", "required", "typ", "max_age"})
-
 #: Core refusals that new keys from the provider could turn into acceptance.
 _REFETCH_ON = frozenset({"unknown-key", "algorithm"})
 
@@ -46,14 +45,21 @@ class Issuer:
     """One trusted issuer: where its keys come from, and its own policy.
 
     Exactly one key source: ``keys``, ``jwks``, ``jwks_url`` or
-    ``discover=True`` (OpenID Connect discovery at the issuer's URL). Policy
-    settings left ``None`` take the verifier's; ``required`` adds to the
-    verifier's claims. A setting that would loosen the verifier's policy for
-    this issuer (fewer required claims, ``require_exp=False``, another
-    ``typ``, a longer ``max_age``, a larger ``leeway``, an empty
-    ``audience`` or ``azp``) is refused when the verifier is built unless
-    ``allow_weaker`` names it; a named ``required`` then replaces the
-    verifier's claims instead of adding to them.
+    ``discover=True`` (OpenID Connect discovery at the issuer's URL).
+
+    The policy keywords are :class:`~grelmicro.jwt.IssuerSettings`: every
+    :class:`~grelmicro.jwt.JWTConfig` setting that checks the token
+    (``audience``, ``azp``, ``algorithms``, ``leeway``, ``require_exp``,
+    ``required``, ``typ``, ``max_age``); the verifier-wide ones (``issuer``,
+    the size limits, the cache) are refused here. Settings left ``None``
+    take the verifier's; ``required`` adds to the verifier's claims.
+
+    A setting that would loosen the verifier's policy for this issuer (fewer
+    required claims, ``require_exp=False``, another ``typ``, a longer
+    ``max_age``, a larger ``leeway``, an empty ``audience`` or ``azp``) is
+    refused when the verifier is built unless ``allow_weaker`` names it; a
+    named ``required`` then replaces the verifier's claims instead of adding
+    to them.
 
     Example:
         >>> Issuer(
@@ -95,13 +101,8 @@ class Issuer:
         discover: bool = False,
         allow_symmetric: bool = False,
         allow_insecure_loopback: bool = False,
-        audience: str | Sequence[str] | None = None,
-        algorithms: str | Sequence[str] | None = None,
-        leeway: float | None = None,
-        required: Sequence[str] | None = None,
-        typ: str | None = None,
-        max_age: float | None = None,
         allow_weaker: Collection[str] = (),
+        **policy: Unpack[IssuerSettings],
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
@@ -128,16 +129,11 @@ class Issuer:
             check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
         if jwks_url is not None:
             check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
-        settings = {
-            "audience": audience,
-            "algorithms": algorithms,
-            "leeway": leeway,
-            "required": required,
-            "typ": typ,
-            "max_age": max_age,
-        }
+        for name in policy:
+            if name not in ISSUER_SETTINGS:
+                raise ConfigurationError(_not_per_issuer(issuer, name))
         values = {
-            "allow_weaker": _setting_names(issuer, allow_weaker, _PER_ISSUER),
+            "allow_weaker": _setting_names(issuer, allow_weaker),
             "issuer": issuer,
             "keys": (keys,) if isinstance(keys, Key) else None if keys is None else tuple(keys),
             "jwks": jwks,
@@ -145,7 +141,7 @@ class Issuer:
             "discover": discover,
             "allow_symmetric": allow_symmetric,
             "allow_insecure_loopback": allow_insecure_loopback,
-            "policy": {k: v for k, v in settings.items() if v is not None},
+            "policy": {k: v for k, v in policy.items() if v is not None},
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -428,19 +424,27 @@ def _as_names(value: object) -> object:
     return value
 
 
-def _setting_names(issuer: str, names: object, known: Collection[str]) -> frozenset[str]:
+def _setting_names(issuer: str, names: object) -> frozenset[str]:
     """``allow_weaker``: names of per-issuer settings (a near miss is named)."""
     listed = _as_names(names)
     if not isinstance(listed, tuple) or not all(isinstance(name, str) for name in listed):
         raise ConfigurationError(f"issuer {issuer!r}: allow_weaker must be a list of setting names")
     for name in listed:
-        if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigurationError(
-                f"issuer {issuer!r}: allow_weaker names no per-issuer setting{hint}"
-            )
+        if name not in ISSUER_SETTINGS:
+            raise ConfigurationError(_not_per_issuer(issuer, name, "allow_weaker names "))
     return frozenset(listed)
+
+
+def _not_per_issuer(issuer: str, name: str, what: str = "") -> str:
+    """Why ``name`` is no per-issuer setting, with the closest one that is."""
+    if SCOPES.get(name) is not None:  # a JWTConfig field, for the whole verifier
+        return (
+            f"issuer {issuer!r}: {what}{name} applies to the whole verifier; "
+            "pass it to JWTVerifier, not to an Issuer"
+        )
+    close = difflib.get_close_matches(name, ISSUER_SETTINGS, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"issuer {issuer!r}: {what}{name!r} is not a per-issuer setting{hint}"
 
 
 def _check_sources(

@@ -228,3 +228,37 @@ def test_from_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GRELMICRO_JWT_LEEWAY", "12")
 
     assert JWTVerifier.from_env([Key.secret(SECRET)]).config.leeway == 12.0
+
+
+#: An environment value for every setting, and what it reads as.
+ENV_VALUES: dict[str, tuple[str, Any]] = {
+    "audience": ("api, admin", ("api", "admin")),
+    "azp": ("app-1,app-2", ("app-1", "app-2")),
+    "algorithms": ("HS256", ("HS256",)),
+    "leeway": ("5", 5.0),
+    "require_exp": ("false", False),
+    "required": ("sub", ("exp", "sub")),
+    "typ": ("at+jwt", "at+jwt"),
+    "max_age": ("600", 600.0),
+    "issuer": ("https://idp/", ("https://idp/",)),
+    "max_token_size": ("4096", 4096),
+    "max_depth": ("16", 16),
+    "cache_size": ("7", 7),
+    "cache_ttl": ("30.5", 30.5),
+    "cache_key": ("token", "token"),
+}
+
+
+@pytest.mark.parametrize("name", list(ENV_VALUES))
+def test_from_env_reads_each_setting_by_its_annotation(name: str):
+    text, expected = ENV_VALUES[name]
+
+    config = JWTConfig.from_env({f"GRELMICRO_JWT_{name.upper()}": text})
+
+    assert getattr(config, name) == expected
+
+
+def test_every_setting_has_an_environment_example():
+    # A new field is read from the environment by its type; this table makes
+    # its test one more line.
+    assert set(ENV_VALUES) == set(JWTConfig.model_fields)

@@ -14,13 +14,17 @@ from forge import NOW, SECRET, hmac_key
 
 from grelmicro.jwt import (
     ConfigurationError,
+    InvalidClaimError,
     Issuer,
+    IssuerSettings,
     JWTConfig,
+    JWTSettings,
     JWTVerifier,
     Key,
     MissingClaimError,
     access_token_profile,
 )
+from grelmicro.jwt._config import Scope
 
 ISS = "https://idp.example.com/"
 AUD = "https://api.example.com"
@@ -44,6 +48,74 @@ def issuer(**policy: Any) -> Issuer:
 def access_token(*missing: str) -> str:
     claims = {name: value for name, value in ACCESS.items() if name not in missing}
     return hmac_key().mint(claims, typ="at+jwt")
+
+
+# -- one declaration: the per-issuer settings are the config's token checks ----------
+
+
+def per_issuer_fields() -> list[str]:
+    """The JWTConfig fields whose annotation names ``Scope.ISSUER``."""
+    return [
+        name for name, field in JWTConfig.model_fields.items() if Scope.ISSUER in field.metadata
+    ]
+
+
+def test_issuer_settings_are_exactly_the_per_issuer_fields():
+    """Issue 27: Issuer took 6 of the policy fields by hand and missed ``azp``."""
+    assert list(IssuerSettings.__annotations__) == per_issuer_fields()
+    assert set(per_issuer_fields()) >= {"audience", "azp", "required", "typ", "max_age"}
+
+
+def test_issuer_settings_types_are_the_verifiers():
+    # One declaration: JWTSettings extends IssuerSettings, never retypes a key.
+    for name, annotation in IssuerSettings.__annotations__.items():
+        assert JWTSettings.__annotations__[name] is annotation
+
+
+#: A value for every per-issuer setting (a new one must be added here).
+OWN_VALUES: dict[str, Any] = {
+    "audience": "api://own",
+    "azp": "app-1",
+    "algorithms": ["HS256"],
+    "leeway": 0,
+    "require_exp": True,
+    "required": ["sub"],
+    "typ": "JWT",
+    "max_age": 60,
+}
+
+
+def test_an_issuer_takes_every_per_issuer_setting():
+    assert set(OWN_VALUES) == set(IssuerSettings.__annotations__)
+    for name, value in OWN_VALUES.items():
+        built = issuer(**{name: value})
+        assert built.policy == {name: value}
+        JWTVerifier(issuers=[built])
+
+
+def test_an_issuer_azp_is_checked():
+    verifier = JWTVerifier(issuers=[issuer(azp="app-1")], audience=AUD)
+
+    assert verifier.verify(hmac_key().mint({**ACCESS, "azp": "app-1"}), now=NOW)
+    with pytest.raises(InvalidClaimError):
+        verifier.verify(hmac_key().mint({**ACCESS, "azp": "app-2"}), now=NOW)
+    with pytest.raises(MissingClaimError):
+        verifier.verify(hmac_key().mint(ACCESS), now=NOW)
+
+
+@pytest.mark.parametrize(
+    # ``issuer`` is the Issuer's own first argument.
+    "setting",
+    [name for name in JWTConfig.model_fields if name not in OWN_VALUES and name != "issuer"],
+)
+def test_a_verifier_wide_setting_is_refused_on_an_issuer(setting: str):
+    with pytest.raises(ConfigurationError, match=f"{setting} applies to the whole verifier"):
+        issuer(**{setting: 1})
+
+
+def test_a_misspelt_issuer_setting_names_the_closest():
+    with pytest.raises(ConfigurationError, match="did you mean max_age"):
+        issuer(max_ag=60)
 
 
 # -- required adds to the verifier's claims ----------------------------------------
@@ -84,13 +156,27 @@ def test_allow_weaker_required_replaces_the_verifiers_claims():
             verifier.verify(access_token(claim), now=NOW)
 
 
+def test_require_exp_false_for_one_issuer_drops_exp_only():
+    verifier = JWTVerifier(
+        issuers=[issuer(require_exp=False, allow_weaker=["require_exp"])],
+        required=["sub"],
+        audience=AUD,
+    )
+
+    assert verifier.verify(hmac_key().mint({"iss": ISS, "aud": AUD, "sub": "u"}), now=NOW)
+    with pytest.raises(MissingClaimError):
+        verifier.verify(hmac_key().mint({"iss": ISS, "aud": AUD}), now=NOW)
+
+
 # -- loosening a check needs allow_weaker ------------------------------------------
 
 LOOSER = [
+    pytest.param({}, {"require_exp": False}, "require_exp", id="require-exp"),
     pytest.param({"typ": "at+jwt"}, {"typ": "JWT"}, "typ", id="typ"),
     pytest.param({"max_age": 60}, {"max_age": 3600}, "max_age", id="max-age"),
     pytest.param({"leeway": 5}, {"leeway": 60}, "leeway", id="leeway"),
     pytest.param({"audience": AUD}, {"audience": []}, "audience", id="audience"),
+    pytest.param({"azp": "app-1"}, {"azp": []}, "azp", id="azp"),
 ]
 
 
@@ -120,6 +206,7 @@ def test_a_profile_typ_cannot_be_replaced_silently():
         ({}, {"typ": "at+jwt"}),
         ({}, {"max_age": 60}),
         ({"audience": AUD}, {"audience": "api://other"}),
+        ({}, {"azp": "app-1"}),
         ({}, {"required": ["sub"]}),
     ],
 )
