@@ -252,6 +252,7 @@ class JWTConfig(BaseModel):
         *,
         prefix: str = ENV_PREFIX,
         known: Collection[str] = (),
+        preferred: Collection[str] = (),
         **overrides: object,
     ) -> JWTConfig:
         """Read settings from ``{prefix}AUDIENCE``, ``{prefix}LEEWAY``, ...
@@ -262,23 +263,25 @@ class JWTConfig(BaseModel):
         Raises:
             ConfigurationError: a variable is empty or blank, holds a value
                 of the wrong type, or is not a known setting (the message
-                names the closest valid one). ``known`` lists further
-                ``{prefix}*`` names the caller reads itself.
+                names the closest valid one, looked for among ``preferred``
+                first). ``known`` lists further ``{prefix}*`` names the caller
+                reads itself.
         """
         if not isinstance(prefix, str) or not prefix:
             raise ConfigurationError("prefix must be a non-empty string such as 'GRELMICRO_JWT_'")
         source = os.environ if environ is None else environ
-        fields = {prefix + name.upper(): name for name in cls.model_fields}
-        allowed = [*fields, *(prefix + name for name in known)]
+        fields = {name.upper(): name for name in cls.model_fields}
+        allowed = [*fields, *known]
         values: dict[str, object] = {}
         for variable in sorted(source):
             if not variable.startswith(prefix):
                 continue
-            if variable not in allowed:
-                close = difflib.get_close_matches(variable, allowed, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                raise ConfigurationError(f"unknown setting {variable}{hint}")
-            name = fields.get(variable)
+            suffix = variable[len(prefix) :]
+            if suffix not in allowed:
+                raise ConfigurationError(
+                    f"unknown setting {variable}{_near_miss(suffix, prefix, preferred, allowed)}"
+                )
+            name = fields.get(suffix)
             if name is None:
                 continue  # read by the caller (key material, ...)
             values[name] = _from_text(variable, name, source[variable])
@@ -387,6 +390,33 @@ def check_flags(**flags: object) -> None:
             raise ConfigurationError(f"{name} must be True or False, not {type(value).__name__}")
 
 
+def _near_miss(suffix: str, prefix: str, *groups: Collection[str]) -> str:
+    """``; did you mean {prefix}NAME?`` for the closest name, group by group.
+
+    Names are compared without the prefix (a shared prefix would make every
+    name look close); the first group with a close name answers.
+    """
+    for group in groups:
+        close = difflib.get_close_matches(suffix, list(group), n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {prefix}{close[0]}?"
+    return ""
+
+
+def env_flag(variable: str, raw: str) -> bool:
+    """A ``true``/``false`` environment value (``1``/``0``, ``yes``/``no``, ``on``/``off``).
+
+    Raises:
+        ConfigurationError: naming the variable, never its value.
+    """
+    word = raw.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ConfigurationError(f"{variable} must be true or false")
+
+
 def _from_text(variable: str, name: str, raw: str) -> object:
     """One environment value, parsed for its setting. Never echoes ``raw``."""
     if not raw.strip():
@@ -402,12 +432,7 @@ def _from_text(variable: str, name: str, raw: str) -> object:
             )
         return tuple(parts)
     if kind is bool:
-        word = raw.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-        raise ConfigurationError(f"{variable} ({name}) must be true or false")
+        return env_flag(f"{variable} ({name})", raw)
     if kind is int:
         try:
             return int(raw.strip())
