@@ -476,6 +476,14 @@ def _check_sources(
         check_url(discover, "discover", allow_insecure_loopback=allow_insecure_loopback)
         return config.model_copy(update={"issuer": (discover,)}), None
     check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
+    if not config.issuer:
+        # Kept working for existing users, but said once, when it is built:
+        # whoever can get a token signed by these keys picks its iss.
+        logger.warning(
+            "jwks_url %s without issuer=: the token's iss is not checked; pass issuer= "
+            "(or discover= the issuer) so that only tokens of that issuer are accepted",
+            jwks_url,
+        )
     return config, None
 
 

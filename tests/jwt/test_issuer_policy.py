@@ -7,6 +7,7 @@ longer ``max_age``, another ``typ``...) needs ``allow_weaker`` naming it.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -229,3 +230,46 @@ def test_the_verifier_config_is_not_changed_by_an_issuer():
 
     assert verifier.config == base
     assert isinstance(verifier.config, JWTConfig)
+
+
+# -- network keys without an issuer check --------------------------------------------
+
+URL = "https://idp.example.com/keys"
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "grelmicro.jwt" and record.levelno == logging.WARNING
+    ]
+
+
+def test_jwks_url_without_issuer_warns_when_built(caplog: pytest.LogCaptureFixture):
+    """Issue 24 (info): ``jwks_url=`` without ``issuer=`` built without a word."""
+    with caplog.at_level(logging.WARNING, logger="grelmicro.jwt"):
+        JWTVerifier(jwks_url=URL, audience=AUD).close()
+
+    (message,) = warnings_of(caplog)
+    assert "without issuer=" in message
+    assert "iss is not checked" in message
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"jwks_url": URL, "issuer": ISS},
+        {"jwks_url": URL, "issuer": [ISS, "idp.example.com"]},
+        {"discover": ISS},  # discovery binds the issuer
+        {"issuers": [Issuer(ISS, jwks_url=URL)]},
+        {"jwks_url": URL, "config": access_token_profile(audience=AUD, issuer=ISS)},
+        {"keys": [Key.secret(SECRET)]},  # keys you hold: your choice, no network
+    ],
+)
+def test_network_keys_with_an_issuer_check_build_quietly(
+    settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+):
+    with caplog.at_level(logging.WARNING, logger="grelmicro.jwt"):
+        JWTVerifier(**settings).close()
+
+    assert warnings_of(caplog) == []
