@@ -90,7 +90,8 @@ class Scope(enum.Enum):
     CACHE = "cache"
 
 
-def _as_tuple(value: object) -> object:
+def as_names(value: object) -> object:
+    """A list setting as a tuple (a bare string is one name, None none); else unchanged."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -113,7 +114,7 @@ def _number(value: object, expected: str) -> object:
 def _names(value: object) -> object:
     # Types only: which algorithm names exist is the core's answer (one
     # list, one check, in the core's policy; see _policy_is_valid).
-    value = _as_tuple(value)
+    value = as_names(value)
     if not isinstance(value, tuple):
         raise ValueError(  # noqa: TRY004 - pydantic wants ValueError
             f"must be a string or a list of strings, not {_describe_type(value)}"
@@ -203,7 +204,7 @@ class JWTConfig(BaseModel):
         """``required`` adds to ``exp``; only ``require_exp=False`` drops it."""
         if not isinstance(data, dict):
             return data
-        required = _as_tuple(data.get("required", ()))
+        required = as_names(data.get("required", ()))
         wants_exp = data.get("require_exp", True) is True
         if wants_exp and isinstance(required, tuple) and "exp" not in required:
             required = ("exp", *required)

@@ -25,7 +25,14 @@ from typing import Any
 from typing_extensions import Unpack
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import ISSUER_SETTINGS, SCOPES, IssuerSettings, JWTConfig, check_flags
+from grelmicro.jwt._config import (
+    ISSUER_SETTINGS,
+    SCOPES,
+    IssuerSettings,
+    JWTConfig,
+    as_names,
+    check_flags,
+)
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
@@ -382,7 +389,7 @@ def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
     inherited = base.required
     if own.get("require_exp") is False:
         inherited = tuple(name for name in inherited if name != "exp")
-    added = _as_names(own.get("required", ()))
+    added = as_names(own.get("required", ()))
     if "required" in relaxed and "required" in own:
         values["required"] = added
     elif isinstance(added, tuple):
@@ -415,36 +422,33 @@ def _loosened(base: JWTConfig, config: JWTConfig) -> list[str]:
     return [name for name, weaker in checks.items() if weaker]
 
 
-def _as_names(value: object) -> object:
-    """A claim list as a tuple (a bare string is one name); anything else unchanged."""
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return tuple(value)
-    return value
-
-
 def _setting_names(issuer: str, names: object) -> frozenset[str]:
     """``allow_weaker``: names of per-issuer settings (a near miss is named)."""
-    listed = _as_names(names)
+    listed = as_names(names)
     if not isinstance(listed, tuple) or not all(isinstance(name, str) for name in listed):
         raise ConfigurationError(f"issuer {issuer!r}: allow_weaker must be a list of setting names")
     for name in listed:
         if name not in ISSUER_SETTINGS:
-            raise ConfigurationError(_not_per_issuer(issuer, name, "allow_weaker names "))
+            raise ConfigurationError(
+                f"issuer {issuer!r}: allow_weaker names {name!r}, not a per-issuer setting"
+                + _closest(name)
+            )
     return frozenset(listed)
 
 
-def _not_per_issuer(issuer: str, name: str, what: str = "") -> str:
-    """Why ``name`` is no per-issuer setting, with the closest one that is."""
-    if SCOPES.get(name) is not None:  # a JWTConfig field, for the whole verifier
+def _not_per_issuer(issuer: str, name: str) -> str:
+    """Why the keyword ``name`` is no per-issuer setting, with the closest one that is."""
+    if name in SCOPES:  # a JWTConfig field of the whole verifier
         return (
-            f"issuer {issuer!r}: {what}{name} applies to the whole verifier; "
+            f"issuer {issuer!r}: {name} applies to the whole verifier; "
             "pass it to JWTVerifier, not to an Issuer"
         )
+    return f"issuer {issuer!r}: {name!r} is not a per-issuer setting" + _closest(name)
+
+
+def _closest(name: str) -> str:
     close = difflib.get_close_matches(name, ISSUER_SETTINGS, n=1)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    return f"issuer {issuer!r}: {what}{name!r} is not a per-issuer setting{hint}"
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _check_sources(
