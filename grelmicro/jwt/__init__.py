@@ -19,7 +19,7 @@ Example:
 """
 
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import JWTConfig, JWTSettings
+from grelmicro.jwt._config import IssuerSettings, JWTConfig, JWTSettings
 from grelmicro.jwt._core import unverified_header as _unverified_header
 from grelmicro.jwt._dpop import (
     DPoPNonces,
@@ -81,6 +81,7 @@ __all__ = [
     "InvalidSignatureError",
     "InvalidTokenTypeError",
     "Issuer",
+    "IssuerSettings",
     "JWTConfig",
     "JWTError",
     "JWTSettings",

@@ -15,20 +15,22 @@ the issuer unchecked). Errors name the setting, never its value.
 from __future__ import annotations
 
 import difflib
+import enum
 import os
+import types
+import typing
 from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
     StrictStr,
     ValidationError,
-    ValidationInfo,
-    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -36,7 +38,7 @@ from pydantic_core import PydanticCustomError
 from grelmicro.jwt import _core
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = ["ENV_PREFIX", "JWTConfig", "JWTSettings"]
+__all__ = ["ENV_PREFIX", "IssuerSettings", "JWTConfig", "JWTSettings"]
 
 ENV_PREFIX = "GRELMICRO_JWT_"
 
@@ -66,19 +68,30 @@ CacheKey = Literal["digest", "token"]
 
 NonEmpty = Annotated[StrictStr, Field(min_length=1)]
 
-#: Settings given in seconds; a ``datetime.timedelta`` is accepted too.
-_SECONDS = ("leeway", "max_age", "cache_ttl")
-_INTEGERS = ("max_token_size", "max_depth", "cache_size")
-_LISTS = ("audience", "issuer", "azp", "algorithms", "required")
-_BOOLEANS = ("require_exp",)
-#: Fields that configure the cache, not the core policy (``require_exp`` is
-#: folded into ``required``).
-_NOT_POLICY = frozenset({"require_exp", "cache_size", "cache_ttl", "cache_key"})
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def _as_tuple(value: object) -> object:
+class Scope(enum.Enum):
+    """Where a setting applies: each field of :class:`JWTConfig` names one.
+
+    The scope decides which settings an :class:`~grelmicro.jwt.Issuer` may
+    set for itself (:data:`ISSUER_SETTINGS`) and which reach the core
+    policy; ``tests/jwt/test_issuer_policy.py`` holds the typed keywords to
+    these sets.
+    """
+
+    #: A check on the token: an Issuer may set its own.
+    ISSUER = "issuer"
+    #: One value for the whole verifier: the issuer list that routes tokens,
+    #: and the parse limits, applied before the token's issuer is known.
+    VERIFIER = "verifier"
+    #: The verified-token cache, not the core policy.
+    CACHE = "cache"
+
+
+def as_names(value: object) -> object:
+    """A list setting as a tuple (a bare string is one name, None none); else unchanged."""
     if value is None:
         return ()
     if isinstance(value, str):
@@ -92,42 +105,85 @@ def _describe_type(value: object) -> str:
     return type(value).__name__
 
 
+def _number(value: object, expected: str) -> object:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be {expected}, not {_describe_type(value)}")  # noqa: TRY004
+    return value
+
+
+def _names(value: object) -> object:
+    # Types only: which algorithm names exist is the core's answer (one
+    # list, one check, in the core's policy; see _policy_is_valid).
+    value = as_names(value)
+    if not isinstance(value, tuple):
+        raise ValueError(  # noqa: TRY004 - pydantic wants ValueError
+            f"must be a string or a list of strings, not {_describe_type(value)}"
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError(f"must hold strings, not {_describe_type(item)}")  # noqa: TRY004
+    return value
+
+
+def _seconds(value: object) -> object:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return _number(value, "a number of seconds (int, float or datetime.timedelta)")
+
+
+def _integer(value: object) -> object:
+    return _number(value, "an integer")
+
+
+#: A string or a list of strings, kept as a tuple (environment: comma-separated).
+Names = Annotated[tuple[NonEmpty, ...], BeforeValidator(_names)]
+#: Seconds as an int, float or ``timedelta`` (environment: a number).
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+#: An integer, not a bool or a float (environment: an integer).
+Integer = Annotated[int, BeforeValidator(_integer)]
+
+
 class JWTConfig(BaseModel):
     """Policy and cache settings of a :class:`~grelmicro.jwt.JWTVerifier`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
-    audience: tuple[NonEmpty, ...] = ()
+    # -- checks on the token: an Issuer may set its own (Scope.ISSUER) --
+    audience: Annotated[Names, Scope.ISSUER] = ()
     """Accepted audiences; any one matching is enough. Empty: tokens carrying
     ``aud`` are rejected (RFC 7519 §4.1.3)."""
-    issuer: tuple[NonEmpty, ...] = ()
-    """Accepted issuers (exact match). Empty: ``iss`` is not checked."""
-    azp: tuple[NonEmpty, ...] = ()
+    azp: Annotated[Names, Scope.ISSUER] = ()
     """Accepted authorized parties (OIDC Core §2): when set, the token's
     ``azp`` must be present and equal one of them. Empty: not checked."""
-    algorithms: tuple[NonEmpty, ...] | None = None
+    algorithms: Annotated[Names | None, Scope.ISSUER] = None
     """Allowed algorithms. ``None``: the configured keys' own."""
-    leeway: float = 0.0
+    leeway: Annotated[Seconds, Scope.ISSUER] = 0.0
     """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``, in seconds (or a timedelta)."""
-    require_exp: StrictBool = True
+    require_exp: Annotated[StrictBool, Scope.ISSUER] = True
     """``exp`` is required unless this is ``False`` (the only way to accept
     tokens that never expire)."""
-    required: tuple[NonEmpty, ...] = ("exp",)
+    required: Annotated[Names, Scope.ISSUER] = ("exp",)
     """Claims that must be present: ``exp`` (unless ``require_exp=False``)
     plus any listed here."""
-    typ: NonEmpty | None = None
+    typ: Annotated[NonEmpty | None, Scope.ISSUER] = None
     """Required ``typ`` header (e.g. ``at+jwt``, RFC 9068), compared as a media type."""
-    max_age: float | None = None
+    max_age: Annotated[Seconds | None, Scope.ISSUER] = None
     """Maximum token age in seconds, counted from ``iat`` (makes ``iat`` required)."""
-    max_token_size: int = 8192
+    # -- the whole verifier (Scope.VERIFIER) --
+    issuer: Annotated[Names, Scope.VERIFIER] = ()
+    """Accepted issuers (exact match). Empty: ``iss`` is not checked."""
+    max_token_size: Annotated[Integer, Scope.VERIFIER] = 8192
     """Tokens longer than this many bytes are refused before any work."""
-    max_depth: int = 64
+    max_depth: Annotated[Integer, Scope.VERIFIER] = 64
     """Maximum JSON nesting depth in header and payload."""
-    cache_size: int = Field(default=1024, ge=0, le=10_000_000)
+    # -- the cache (Scope.CACHE) --
+    cache_size: Annotated[Integer, Scope.CACHE, Field(ge=0, le=10_000_000)] = 1024
     """Verified tokens kept; 0 disables the cache (no digest is computed)."""
-    cache_ttl: float = Field(default=300.0, gt=0.0, le=86_400.0, allow_inf_nan=False)
+    cache_ttl: Annotated[Seconds, Scope.CACHE, Field(gt=0.0, le=86_400.0, allow_inf_nan=False)] = (
+        300.0
+    )
     """Longest time a verified token is served from the cache, in seconds."""
-    cache_key: CacheKey = "digest"
+    cache_key: Annotated[CacheKey, Scope.CACHE] = "digest"
     """``digest``: key entries by SHA-256 of the token (no bearer token kept in
     memory); ``token``: by the token itself (faster hits)."""
 
@@ -148,42 +204,11 @@ class JWTConfig(BaseModel):
         """``required`` adds to ``exp``; only ``require_exp=False`` drops it."""
         if not isinstance(data, dict):
             return data
-        required = _as_tuple(data.get("required", ()))
+        required = as_names(data.get("required", ()))
         wants_exp = data.get("require_exp", True) is True
         if wants_exp and isinstance(required, tuple) and "exp" not in required:
             required = ("exp", *required)
         return {**data, "required": required}
-
-    @field_validator("audience", "issuer", "azp", "required", "algorithms", mode="before")
-    @classmethod
-    def _names(cls, value: object, info: ValidationInfo) -> object:
-        # Types only: which algorithm names exist is the core's answer (one
-        # list, one check, in the core's policy; see _policy_is_valid).
-        if value is None and info.field_name == "algorithms":
-            return None  # the configured keys' own
-        value = _as_tuple(value)
-        if not isinstance(value, tuple):
-            raise ValueError(  # noqa: TRY004 - pydantic wants ValueError
-                f"must be a string or a list of strings, not {_describe_type(value)}"
-            )
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError(  # noqa: TRY004
-                    f"must hold strings, not {_describe_type(item)}"
-                )
-        return value
-
-    @field_validator(*_SECONDS, mode="before")
-    @classmethod
-    def _seconds(cls, value: object) -> object:
-        if isinstance(value, timedelta):
-            return value.total_seconds()
-        return _number(value, "a number of seconds (int, float or datetime.timedelta)")
-
-    @field_validator(*_INTEGERS, mode="before")
-    @classmethod
-    def _integers(cls, value: object) -> object:
-        return _number(value, "an integer")
 
     @model_validator(mode="after")
     def _policy_is_valid(self) -> JWTConfig:
@@ -228,6 +253,7 @@ class JWTConfig(BaseModel):
         *,
         prefix: str = ENV_PREFIX,
         known: Collection[str] = (),
+        preferred: Collection[str] = (),
         **overrides: object,
     ) -> JWTConfig:
         """Read settings from ``{prefix}AUDIENCE``, ``{prefix}LEEWAY``, ...
@@ -238,23 +264,25 @@ class JWTConfig(BaseModel):
         Raises:
             ConfigurationError: a variable is empty or blank, holds a value
                 of the wrong type, or is not a known setting (the message
-                names the closest valid one). ``known`` lists further
-                ``{prefix}*`` names the caller reads itself.
+                names the closest valid one, looked for among ``preferred``
+                first). ``known`` lists further ``{prefix}*`` names the caller
+                reads itself.
         """
         if not isinstance(prefix, str) or not prefix:
             raise ConfigurationError("prefix must be a non-empty string such as 'GRELMICRO_JWT_'")
         source = os.environ if environ is None else environ
-        fields = {prefix + name.upper(): name for name in cls.model_fields}
-        allowed = [*fields, *(prefix + name for name in known)]
+        fields = {name.upper(): name for name in cls.model_fields}
+        allowed = [*fields, *known]
         values: dict[str, object] = {}
         for variable in sorted(source):
             if not variable.startswith(prefix):
                 continue
-            if variable not in allowed:
-                close = difflib.get_close_matches(variable, allowed, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                raise ConfigurationError(f"unknown setting {variable}{hint}")
-            name = fields.get(variable)
+            suffix = variable[len(prefix) :]
+            if suffix not in allowed:
+                raise ConfigurationError(
+                    f"unknown setting {variable}{_near_miss(suffix, prefix, preferred, allowed)}"
+                )
+            name = fields.get(suffix)
             if name is None:
                 continue  # read by the caller (key material, ...)
             values[name] = _from_text(variable, name, source[variable])
@@ -266,17 +294,65 @@ class JWTConfig(BaseModel):
         return _core.call(_core.Policy, **self._policy_options())
 
 
-class JWTSettings(TypedDict, total=False):
-    """The settings of :class:`JWTConfig` as keywords, with the types users pass.
+def _scope(name: str, metadata: Sequence[object]) -> Scope:
+    scopes = [item for item in metadata if isinstance(item, Scope)]
+    if len(scopes) != 1:
+        raise TypeError(f"JWTConfig.{name} must name exactly one Scope in its annotation")
+    return scopes[0]
 
-    ``JWTVerifier(**settings)`` takes exactly these (``None``: the default);
-    ``tests/jwt/test_policy_options.py`` proves the keys are the model's
-    fields, so a new field is one more line here and nowhere else in the
-    verifier.
+
+def _env_kind(name: str, annotation: object) -> type:
+    """How an environment value is read, from the field's type alone.
+
+    ``tuple`` (comma-separated names), ``bool``, ``int``, ``float`` (seconds)
+    or ``str``; ``Annotated`` and ``| None`` are looked through.
+    """
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin is typing.Union or origin is types.UnionType:
+            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        else:
+            break
+    if origin is tuple:
+        return tuple
+    if origin is Literal:
+        return str
+    if annotation in (bool, int, float, str):
+        return typing.cast("type", annotation)
+    raise TypeError(f"JWTConfig.{name}: no environment reading for {annotation!r}")
+
+
+#: Each field's :class:`Scope`, read from its annotation (a field without
+#: exactly one fails at import).
+SCOPES: dict[str, Scope] = {
+    name: _scope(name, field.metadata) for name, field in JWTConfig.model_fields.items()
+}
+#: The settings an Issuer may set for itself, in the model's order.
+ISSUER_SETTINGS: tuple[str, ...] = tuple(
+    name for name, scope in SCOPES.items() if scope is Scope.ISSUER
+)
+#: The fields the core policy does not take: the cache's, and ``require_exp``
+#: (folded into ``required`` by the model).
+_NOT_POLICY = frozenset({name for name, scope in SCOPES.items() if scope is Scope.CACHE}) | {
+    "require_exp"
+}
+#: How each field is read from the environment, from its annotation.
+_ENV_KINDS: dict[str, type] = {
+    name: _env_kind(name, field.annotation) for name, field in JWTConfig.model_fields.items()
+}
+
+
+class IssuerSettings(TypedDict, total=False):
+    """The settings an :class:`~grelmicro.jwt.Issuer` may set for itself, as keywords.
+
+    The keys are exactly the fields of :class:`JWTConfig` whose scope is
+    ``Scope.ISSUER`` (``tests/jwt/test_issuer_policy.py`` holds them equal);
+    ``None``: the verifier's.
     """
 
     audience: str | Sequence[str] | None
-    issuer: str | Sequence[str] | None
     azp: str | Sequence[str] | None
     algorithms: AlgorithmName | Sequence[AlgorithmName] | None
     leeway: float | timedelta | None
@@ -284,6 +360,19 @@ class JWTSettings(TypedDict, total=False):
     required: Sequence[str] | None
     typ: str | None
     max_age: float | timedelta | None
+
+
+class JWTSettings(IssuerSettings, total=False):
+    """The settings of :class:`JWTConfig` as keywords, with the types users pass.
+
+    ``JWTVerifier(**settings)`` takes exactly these (``None``: the default):
+    the per-issuer ones of :class:`IssuerSettings`, then the verifier-wide
+    ones. ``tests/jwt/test_policy_options.py`` proves the keys are the
+    model's fields, so a new field is one more line here and nowhere else
+    in the verifier.
+    """
+
+    issuer: str | Sequence[str] | None
     max_token_size: int | None
     max_depth: int | None
     cache_size: int | None
@@ -302,10 +391,31 @@ def check_flags(**flags: object) -> None:
             raise ConfigurationError(f"{name} must be True or False, not {type(value).__name__}")
 
 
-def _number(value: object, expected: str) -> object:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"must be {expected}, not {_describe_type(value)}")  # noqa: TRY004
-    return value
+def _near_miss(suffix: str, prefix: str, *groups: Collection[str]) -> str:
+    """``; did you mean {prefix}NAME?`` for the closest name, group by group.
+
+    Names are compared without the prefix (a shared prefix would make every
+    name look close); the first group with a close name answers.
+    """
+    for group in groups:
+        close = difflib.get_close_matches(suffix, list(group), n=1, cutoff=0.6)
+        if close:
+            return f"; did you mean {prefix}{close[0]}?"
+    return ""
+
+
+def env_flag(variable: str, raw: str) -> bool:
+    """A ``true``/``false`` environment value (``1``/``0``, ``yes``/``no``, ``on``/``off``).
+
+    Raises:
+        ConfigurationError: naming the variable, never its value.
+    """
+    word = raw.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ConfigurationError(f"{variable} must be true or false")
 
 
 def _from_text(variable: str, name: str, raw: str) -> object:
@@ -314,26 +424,22 @@ def _from_text(variable: str, name: str, raw: str) -> object:
         raise ConfigurationError(
             f"{variable} is empty; unset it to keep the default, or give a value"
         )
-    if name in _LISTS:
+    kind = _ENV_KINDS[name]
+    if kind is tuple:
         parts = [part.strip() for part in raw.split(",")]
         if not all(parts):
             raise ConfigurationError(
                 f"{variable} holds an empty item; give comma-separated non-empty values"
             )
         return tuple(parts)
-    if name in _BOOLEANS:
-        word = raw.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-        raise ConfigurationError(f"{variable} ({name}) must be true or false")
-    if name in _INTEGERS:
+    if kind is bool:
+        return env_flag(f"{variable} ({name})", raw)
+    if kind is int:
         try:
             return int(raw.strip())
         except ValueError:
             raise ConfigurationError(f"{variable} ({name}) must be an integer") from None
-    if name in _SECONDS:
+    if kind is float:
         try:
             return float(raw.strip())
         except ValueError:

@@ -16,13 +16,23 @@ refresh, then calls the issuer's core verifier; a token naming an unknown
 
 from __future__ import annotations
 
+import difflib
 import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from typing_extensions import Unpack
+
 from grelmicro.jwt import _core
-from grelmicro.jwt._config import JWTConfig, check_flags
+from grelmicro.jwt._config import (
+    ISSUER_SETTINGS,
+    SCOPES,
+    IssuerSettings,
+    JWTConfig,
+    as_names,
+    check_flags,
+)
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
@@ -42,8 +52,21 @@ class Issuer:
     """One trusted issuer: where its keys come from, and its own policy.
 
     Exactly one key source: ``keys``, ``jwks``, ``jwks_url`` or
-    ``discover=True`` (OpenID Connect discovery at the issuer's URL). Policy
-    settings left ``None`` take the verifier's.
+    ``discover=True`` (OpenID Connect discovery at the issuer's URL).
+
+    The policy keywords are :class:`~grelmicro.jwt.IssuerSettings`: every
+    :class:`~grelmicro.jwt.JWTConfig` setting that checks the token
+    (``audience``, ``azp``, ``algorithms``, ``leeway``, ``require_exp``,
+    ``required``, ``typ``, ``max_age``); the verifier-wide ones (``issuer``,
+    the size limits, the cache) are refused here. Settings left ``None``
+    take the verifier's; ``required`` adds to the verifier's claims.
+
+    A setting that would loosen the verifier's policy for this issuer (fewer
+    required claims, ``require_exp=False``, another ``typ``, a longer
+    ``max_age``, a larger ``leeway``, an empty ``audience`` or ``azp``) is
+    refused when the verifier is built unless ``allow_weaker`` names it; a
+    named ``required`` then replaces the verifier's claims instead of adding
+    to them.
 
     Example:
         >>> Issuer(
@@ -56,6 +79,7 @@ class Issuer:
     __slots__ = (
         "allow_insecure_loopback",
         "allow_symmetric",
+        "allow_weaker",
         "discover",
         "issuer",
         "jwks",
@@ -71,6 +95,7 @@ class Issuer:
     discover: bool
     allow_symmetric: bool
     allow_insecure_loopback: bool
+    allow_weaker: frozenset[str]
     policy: dict[str, object]
 
     def __init__(
@@ -83,12 +108,8 @@ class Issuer:
         discover: bool = False,
         allow_symmetric: bool = False,
         allow_insecure_loopback: bool = False,
-        audience: str | Sequence[str] | None = None,
-        algorithms: str | Sequence[str] | None = None,
-        leeway: float | None = None,
-        required: Sequence[str] | None = None,
-        typ: str | None = None,
-        max_age: float | None = None,
+        allow_weaker: Collection[str] = (),
+        **policy: Unpack[IssuerSettings],
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
@@ -115,15 +136,11 @@ class Issuer:
             check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
         if jwks_url is not None:
             check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
-        settings = {
-            "audience": audience,
-            "algorithms": algorithms,
-            "leeway": leeway,
-            "required": required,
-            "typ": typ,
-            "max_age": max_age,
-        }
+        for name in policy:
+            if name not in ISSUER_SETTINGS:
+                raise ConfigurationError(_not_per_issuer(issuer, name))
         values = {
+            "allow_weaker": _setting_names(issuer, allow_weaker),
             "issuer": issuer,
             "keys": (keys,) if isinstance(keys, Key) else None if keys is None else tuple(keys),
             "jwks": jwks,
@@ -131,7 +148,7 @@ class Issuer:
             "discover": discover,
             "allow_symmetric": allow_symmetric,
             "allow_insecure_loopback": allow_insecure_loopback,
-            "policy": {k: v for k, v in settings.items() if v is not None},
+            "policy": {k: v for k, v in policy.items() if v is not None},
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -358,10 +375,80 @@ def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_S
 
 
 def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
+    """The verifier's policy with the issuer's settings on top.
+
+    The issuer's ``required`` adds to the verifier's (``exp`` stays
+    ``require_exp``'s); any setting that leaves the issuer's tokens checked
+    less than the verifier's is refused unless ``allow_weaker`` names it.
+    """
+    own = issuer.policy
+    relaxed = issuer.allow_weaker
     values = base.model_dump(exclude_none=True)
-    values.update(issuer.policy)
+    values.update(own)
     values["issuer"] = (issuer.issuer,)
-    return JWTConfig.build(**values)
+    inherited = base.required
+    if own.get("require_exp") is False:
+        inherited = tuple(name for name in inherited if name != "exp")
+    added = as_names(own.get("required", ()))
+    if "required" in relaxed and "required" in own:
+        values["required"] = added
+    elif isinstance(added, tuple):
+        values["required"] = (*inherited, *(name for name in added if name not in inherited))
+    config = JWTConfig.build(**values)
+    weaker = [name for name in _loosened(base, config) if name not in relaxed]
+    if weaker:
+        raise ConfigurationError(
+            f"issuer {issuer.issuer!r}: {', '.join(weaker)} would check this issuer's tokens "
+            "less than the verifier's policy; pass allow_weaker=["
+            + ", ".join(repr(name) for name in weaker)
+            + "] to the Issuer if that is meant"
+        )
+    return config
+
+
+def _loosened(base: JWTConfig, config: JWTConfig) -> list[str]:
+    """The settings in which ``config`` checks less than ``base``."""
+    checks = {
+        # exp is require_exp's to drop, not required's.
+        "required": not set(base.required) - {"exp"} <= set(config.required),
+        "require_exp": base.require_exp and not config.require_exp,
+        "typ": base.typ is not None and config.typ != base.typ,
+        "max_age": base.max_age is not None
+        and (config.max_age is None or config.max_age > base.max_age),
+        "leeway": config.leeway > base.leeway,
+        "audience": bool(base.audience) and not config.audience,
+        "azp": bool(base.azp) and not config.azp,
+    }
+    return [name for name, weaker in checks.items() if weaker]
+
+
+def _setting_names(issuer: str, names: object) -> frozenset[str]:
+    """``allow_weaker``: names of per-issuer settings (a near miss is named)."""
+    listed = as_names(names)
+    if not isinstance(listed, tuple) or not all(isinstance(name, str) for name in listed):
+        raise ConfigurationError(f"issuer {issuer!r}: allow_weaker must be a list of setting names")
+    for name in listed:
+        if name not in ISSUER_SETTINGS:
+            raise ConfigurationError(
+                f"issuer {issuer!r}: allow_weaker names {name!r}, not a per-issuer setting"
+                + _closest(name)
+            )
+    return frozenset(listed)
+
+
+def _not_per_issuer(issuer: str, name: str) -> str:
+    """Why the keyword ``name`` is no per-issuer setting, with the closest one that is."""
+    if name in SCOPES:  # a JWTConfig field of the whole verifier
+        return (
+            f"issuer {issuer!r}: {name} applies to the whole verifier; "
+            "pass it to JWTVerifier, not to an Issuer"
+        )
+    return f"issuer {issuer!r}: {name!r} is not a per-issuer setting" + _closest(name)
+
+
+def _closest(name: str) -> str:
+    close = difflib.get_close_matches(name, ISSUER_SETTINGS, n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _check_sources(
@@ -393,6 +480,14 @@ def _check_sources(
         check_url(discover, "discover", allow_insecure_loopback=allow_insecure_loopback)
         return config.model_copy(update={"issuer": (discover,)}), None
     check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
+    if not config.issuer:
+        # Kept working for existing users, but said once, when it is built:
+        # whoever can get a token signed by these keys picks its iss.
+        logger.warning(
+            "jwks_url %s without issuer=: the token's iss is not checked; pass issuer= "
+            "(or discover= the issuer) so that only tokens of that issuer are accepted",
+            jwks_url,
+        )
     return config, None
 
 

@@ -29,7 +29,7 @@ from typing_extensions import Unpack
 from grelmicro.jwt import _core
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
-from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings
+from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
@@ -315,11 +315,21 @@ class JWTVerifier:
     ) -> JWTVerifier:
         """Build from ``GRELMICRO_JWT_*`` variables (``AUDIENCE``, ``ISSUER``, ``LEEWAY``...).
 
+        Keys from the network: ``{prefix}JWKS_URL`` or ``{prefix}DISCOVER``
+        (an issuer URL for OpenID Connect discovery), with
+        ``{prefix}ALLOW_INSECURE_LOOPBACK=true`` for plain ``http`` on a
+        loopback address. URLs are not key material: no opt-in is needed.
+        A keyword given to ``from_env`` wins over its variable.
+
         Key material is read from the environment only with
         ``allow_key_material_from_env=True``: ``{prefix}SECRET`` (with
         ``SECRET_ALGORITHM``, default HS256, and ``SECRET_KID``),
         ``{prefix}PUBLIC_KEY`` (PEM, with ``PUBLIC_KEY_ALGORITHM`` and
         ``PUBLIC_KEY_KID``) or ``{prefix}JWKS`` (JSON text).
+
+        A misspelt ``{prefix}*`` variable is an error naming the closest
+        valid one, the network variables first (``JWKS_URI`` is meant as
+        ``JWKS_URL``, not as key material).
         """
         source = os.environ if environ is None else environ
         _check_flags(allow_key_material_from_env=allow_key_material_from_env)
@@ -332,10 +342,24 @@ class JWTVerifier:
                 close = difflib.get_close_matches(name, [*accepted, *JWTConfig.model_fields], n=1)
                 hint = f"; did you mean {close[0]}?" if close else ""
                 raise ConfigurationError(f"from_env() got an unknown option {name}{hint}")
-        config = JWTConfig.from_env(source, prefix=prefix, known=_KEY_ENV, **settings)
-        for name in _KEY_ENV:
+        config = JWTConfig.from_env(
+            source,
+            prefix=prefix,
+            known=(*_NETWORK_ENV, *_KEY_ENV),
+            preferred=_NETWORK_ENV,
+            **settings,
+        )
+        for name in (*_NETWORK_ENV, *_KEY_ENV):
             if prefix + name in source and not source[prefix + name].strip():
                 raise ConfigurationError(f"{prefix}{name} is empty; unset it or give a value")
+        # Keys from the network: URLs, not key material (no opt-in needed).
+        if prefix + "JWKS_URL" in source:
+            options.setdefault("jwks_url", source[prefix + "JWKS_URL"].strip())
+        if prefix + "DISCOVER" in source:
+            options.setdefault("discover", source[prefix + "DISCOVER"].strip())
+        if prefix + "ALLOW_INSECURE_LOOPBACK" in source:
+            variable = prefix + "ALLOW_INSECURE_LOOPBACK"
+            options.setdefault("allow_insecure_loopback", env_flag(variable, source[variable]))
         env_keys: list[Key] = []
         env_jwks = None
         material = [n for n in ("SECRET", "PUBLIC_KEY", "JWKS") if prefix + n in source]
@@ -547,7 +571,12 @@ class JWTVerifier:
         )
 
 
-#: ``{prefix}*`` variables ``from_env`` reads besides the config fields.
+#: ``{prefix}*`` variables naming where keys are fetched (a near miss is
+#: matched to these first: a misspelt URL variable must not be read as a
+#: hint towards key material).
+_NETWORK_ENV = ("JWKS_URL", "DISCOVER", "ALLOW_INSECURE_LOOPBACK")
+
+#: ``{prefix}*`` variables of key material ``from_env`` reads besides the config fields.
 _KEY_ENV = (
     "SECRET",
     "SECRET_ALGORITHM",

@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 from forge import NOW, SECRET, hmac_key, private_key
+from servers import DocumentServer, jwks_of
 from support import FakeClock
 
 from grelmicro.jwt import (
     ConfigurationError,
+    FetchOptions,
+    InvalidIssuerError,
     JWTConfig,
     JWTVerifier,
     Key,
@@ -228,3 +231,155 @@ def test_from_env_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GRELMICRO_JWT_LEEWAY", "12")
 
     assert JWTVerifier.from_env([Key.secret(SECRET)]).config.leeway == 12.0
+
+
+#: An environment value for every setting, and what it reads as.
+ENV_VALUES: dict[str, tuple[str, Any]] = {
+    "audience": ("api, admin", ("api", "admin")),
+    "azp": ("app-1,app-2", ("app-1", "app-2")),
+    "algorithms": ("HS256", ("HS256",)),
+    "leeway": ("5", 5.0),
+    "require_exp": ("false", False),
+    "required": ("sub", ("exp", "sub")),
+    "typ": ("at+jwt", "at+jwt"),
+    "max_age": ("600", 600.0),
+    "issuer": ("https://idp/", ("https://idp/",)),
+    "max_token_size": ("4096", 4096),
+    "max_depth": ("16", 16),
+    "cache_size": ("7", 7),
+    "cache_ttl": ("30.5", 30.5),
+    "cache_key": ("token", "token"),
+}
+
+
+@pytest.mark.parametrize("name", list(ENV_VALUES))
+def test_from_env_reads_each_setting_by_its_annotation(name: str):
+    text, expected = ENV_VALUES[name]
+
+    config = JWTConfig.from_env({f"GRELMICRO_JWT_{name.upper()}": text})
+
+    assert getattr(config, name) == expected
+
+
+def test_every_setting_has_an_environment_example():
+    # A new field is read from the environment by its type; this table makes
+    # its test one more line.
+    assert set(ENV_VALUES) == set(JWTConfig.model_fields)
+
+
+# -- from_env: keys from the network -----------------------------------------------------
+
+FAST = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1.5, jitter=0)
+ISS = "https://idp.example.com/"
+
+
+def test_from_env_fetches_keys_from_jwks_url(server: DocumentServer):
+    """Issue 22: JWKS_URL was an unknown variable (a ConfigurationError)."""
+    signer = private_key("ES256", kid="e1", seed=61)
+    server.set("/keys", jwks_of(signer))
+    environ = {
+        "GRELMICRO_JWT_JWKS_URL": server.url("/keys"),
+        "GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK": "true",
+        "GRELMICRO_JWT_ISSUER": ISS,
+    }
+
+    # URLs are not key material: no allow_key_material_from_env needed.
+    verifier = JWTVerifier.from_env(environ=environ, fetch=FAST, clock=FakeClock())
+
+    assert verifier.verify(signer.mint({"iss": ISS, "exp": NOW + 60}))["iss"] == ISS
+    with pytest.raises(InvalidIssuerError):
+        verifier.verify(signer.mint({"iss": "https://other/", "exp": NOW + 60}))
+    assert server.count("/keys") == 1
+    assert verifier.health().url == server.url("/keys")
+    verifier.close()
+
+
+def test_from_env_discovers_the_issuer(server: DocumentServer):
+    signer = private_key("RS256", kid="r1", seed=62)
+    issuer = server.url("/")
+    server.set(
+        "/.well-known/openid-configuration", {"issuer": issuer, "jwks_uri": server.url("/k")}
+    )
+    server.set("/k", jwks_of(signer))
+    environ = {
+        "GRELMICRO_JWT_DISCOVER": issuer,
+        "GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK": "yes",
+    }
+
+    verifier = JWTVerifier.from_env(environ=environ, fetch=FAST, clock=FakeClock())
+
+    assert verifier.config.issuer == (issuer,)
+    assert verifier.verify(signer.mint({"iss": issuer, "exp": NOW + 60}))["iss"] == issuer
+    verifier.close()
+
+
+@pytest.mark.parametrize("flag", [None, "false", "0"])
+def test_from_env_plain_http_needs_the_loopback_flag(server: DocumentServer, flag: str | None):
+    environ = {"GRELMICRO_JWT_JWKS_URL": server.url("/keys"), "GRELMICRO_JWT_ISSUER": ISS}
+    if flag is not None:
+        environ["GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK"] = flag
+
+    with pytest.raises(ConfigurationError, match="jwks_url"):
+        JWTVerifier.from_env(environ=environ)
+    assert server.count("/keys") == 0
+
+
+def test_from_env_keywords_win_over_the_network_variables(server: DocumentServer):
+    environ = {
+        "GRELMICRO_JWT_JWKS_URL": "https://idp.example.com/unused",
+        "GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK": "false",
+        "GRELMICRO_JWT_ISSUER": ISS,
+    }
+
+    verifier = JWTVerifier.from_env(
+        environ=environ, jwks_url=server.url("/keys"), allow_insecure_loopback=True
+    )
+
+    assert verifier.health().url == server.url("/keys")
+    verifier.close()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("ALLOW_INSECURE_LOOPBACK", "sure", "GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK must be true"),
+        ("JWKS_URL", " ", "GRELMICRO_JWT_JWKS_URL is empty"),
+        ("DISCOVER", "", "GRELMICRO_JWT_DISCOVER is empty"),
+    ],
+)
+def test_from_env_bad_network_values_name_the_variable(variable: str, value: str, message: str):
+    with pytest.raises(ConfigurationError, match=message):
+        JWTVerifier.from_env(environ={f"GRELMICRO_JWT_{variable}": value})
+
+
+def test_from_env_one_key_source_only():
+    environ = {
+        "GRELMICRO_JWT_JWKS_URL": "https://idp.example.com/keys",
+        "GRELMICRO_JWT_SECRET": SECRET.decode(),
+    }
+
+    with pytest.raises(ConfigurationError, match="one key source"):
+        JWTVerifier.from_env(environ=environ, allow_key_material_from_env=True)
+
+
+@pytest.mark.parametrize(
+    ("variable", "closest"),
+    [
+        ("JWKS_URI", "JWKS_URL"),
+        ("JWKSURL", "JWKS_URL"),
+        ("JWK_URL", "JWKS_URL"),
+        ("DISCOVERY", "DISCOVER"),
+        ("OIDC_DISCOVER", "DISCOVER"),
+        ("INSECURE_LOOPBACK", "ALLOW_INSECURE_LOOPBACK"),
+        ("ALLOW_INSECURE", "ALLOW_INSECURE_LOOPBACK"),
+        # The other names keep their own matches.
+        ("ISSUERS", "ISSUER"),
+        ("JWK", "JWKS"),
+        ("SECRET_KEY", "SECRET_KID"),
+    ],
+)
+def test_from_env_near_miss_is_matched_to_the_network_variables_first(variable: str, closest: str):
+    with pytest.raises(ConfigurationError) as caught:
+        JWTVerifier.from_env(environ={f"GRELMICRO_JWT_{variable}": "https://idp.example.com/"})
+
+    assert f"did you mean GRELMICRO_JWT_{closest}?" in str(caught.value)
