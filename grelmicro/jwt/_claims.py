@@ -13,9 +13,9 @@ import re
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
-from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError
+from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError, MissingClaimError
 
 __all__ = ["Claims"]
 
@@ -163,6 +163,51 @@ class Claims(Mapping[str, Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Claims:
         return self
+
+    @overload
+    def require(self, name: str) -> Any: ...
+
+    @overload
+    def require(self, name: str, kind: type[T]) -> T: ...
+
+    def require(self, name: str, kind: type[Any] | None = None) -> Any:
+        """The claim called ``name``, refusing the token when it is absent or of another type.
+
+        ``claims.require("sub", str)`` is typed ``str``; without ``kind`` the
+        result is ``Any``. JSON arrays are tuples and objects read-only
+        mappings, so ``kind`` is ``str``, ``int``, ``float``, ``bool``,
+        ``tuple`` or ``Mapping`` (a ``bool`` is never an ``int`` here; an
+        ``int`` passes as a ``float``).
+
+        Raises:
+            MissingClaimError: the token has no such claim.
+            InvalidClaimError: the claim is ``null`` or not a ``kind``.
+            ConfigurationError: ``kind`` is not a class.
+
+        Both refusals are :class:`~grelmicro.jwt.TokenRejectedError`, so a
+        route of an app under ``JWTBearer.install`` answers them with 401.
+        """
+        if kind is not None and not isinstance(kind, type):
+            raise ConfigurationError("require() takes a class as kind, such as str or int")
+        shown = ascii(name[:64])[1:-1] if isinstance(name, str) else "(not a string)"
+        try:
+            value = self._data[name]
+        except (KeyError, TypeError):
+            missing = MissingClaimError(f"the token has no {shown} claim")
+            missing.claim = shown
+            raise missing from None
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return value  # a JSON number: an int is a float as far as typing goes
+        if value is None or (
+            kind is not None
+            and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool))
+        ):
+            found = "null" if value is None else type(value).__name__
+            wanted = "a value" if kind is None else kind.__name__
+            invalid = InvalidClaimError(f"the {shown} claim is {found}, not {wanted}")
+            invalid.claim = shown
+            raise invalid
+        return value
 
     # -- registered claims ---------------------------------------------------
 
