@@ -232,3 +232,28 @@ def test_without_cryptography_asymmetric_keys_say_what_to_install(
         TestIssuer("ES256")
     hmac_issuer = TestIssuer("HS256")
     assert hmac_issuer.verifier().verify(hmac_issuer.mint()).subject == SUBJECT
+
+
+def test_a_server_as_issuer_serves_discovery_for_itself() -> None:
+    issuer = TestIssuer()
+    with issuer.serve(as_issuer=True) as server:
+        verifier = JWTVerifier(
+            discover=server.issuer, allow_insecure_loopback=True, audience=AUDIENCE
+        )
+        with verifier:
+            claims = verifier.verify(issuer.mint())
+    assert claims.issuer == server.issuer
+    assert server.issuer.startswith("http://127.0.0.1:")
+    assert issuer.issuer == ISSUER  # restored after the block
+
+
+@pytest.mark.anyio
+async def test_transport_serves_an_async_client() -> None:
+    issuer = TestIssuer("EdDSA")
+    async with httpx.AsyncClient(transport=issuer.transport()) as http:
+        verifier = JWTVerifier(
+            jwks_url=issuer.jwks_url, issuer=ISSUER, audience=AUDIENCE, client=http
+        )
+        async with verifier:
+            claims = await verifier.verify_async(issuer.mint())
+    assert claims.subject == SUBJECT

@@ -450,19 +450,30 @@ class TestIssuer:
         return httpx.Response(404)
 
     @contextlib.contextmanager
-    def serve(self) -> Iterator[ServedJWKS]:
+    def serve(self, *, as_issuer: bool = False) -> Iterator[ServedJWKS]:
         """Serve the JWKS from a real HTTP server on 127.0.0.1 (a random port).
 
         ``with issuer.serve() as server: JWTVerifier(jwks_url=server.jwks_url,
         allow_insecure_loopback=True, ...)``. The server answers what
         :attr:`jwks` holds at each request (so :meth:`rotate` shows), counts
         its requests, and stops when the block ends.
+
+        With ``as_issuer=True`` the server is the issuer: inside the block,
+        :attr:`issuer` is ``server.issuer`` (``http://127.0.0.1:<port>/``),
+        in the tokens and in the discovery document, so
+        ``JWTVerifier(discover=server.issuer, allow_insecure_loopback=True)``
+        works (discovery needs the document's ``issuer`` to be where it is
+        served from). The previous ``issuer`` is restored afterwards.
         """
         self.jwks  # noqa: B018 - an HS* issuer has none: refused here, not on first fetch
         server = ServedJWKS(self)
+        previous = self.issuer
+        if as_issuer:
+            self.issuer = server.issuer
         try:
             yield server
         finally:
+            self.issuer = previous
             server.stop()
 
 
@@ -485,7 +496,8 @@ class ServedJWKS:
 
     Built by :meth:`TestIssuer.serve`. ``jwks_url`` is the JWKS;
     ``discovery_url`` a discovery document whose ``jwks_uri`` points here
-    (its ``issuer`` is the test issuer's); ``requests`` counts the GETs.
+    (its ``issuer`` is the test issuer's: see ``as_issuer``); ``requests``
+    counts the GETs.
     """
 
     def __init__(self, issuer: TestIssuer) -> None:
@@ -526,6 +538,11 @@ class ServedJWKS:
     def url(self) -> str:
         """The server's base URL, ``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def issuer(self) -> str:
+        """``http://127.0.0.1:<port>/``: the issuer a discovery here must name."""
+        return self.url + "/"
 
     @property
     def jwks_url(self) -> str:
