@@ -1,10 +1,14 @@
 """Claims: the read-only view over a verified payload.
 
 A verified payload may be served from the cache to many requests at once, so
-nothing reachable from a :class:`Claims` can be changed: the top-level dict is
-private, arrays arrive as tuples and nested objects as read-only mapping
-proxies (the core builds them that way). :meth:`Claims.to_dict` hands out a
-deep, mutable copy for code that wants one.
+nothing a :class:`Claims` hands out can be changed: arrays arrive as tuples
+and nested objects as read-only mapping proxies (the core builds them that
+way), and there is no way to set an item. The top-level dict itself sits in
+the private ``_data`` slot, shared with the cache and with every thread's
+view of the same token: never write to it. (The core stores it there without
+a Python frame; making it a read-only proxy too belongs in the core's payload
+builder, where it costs one allocation per miss.) :meth:`Claims.to_dict`
+hands out a deep, mutable copy for code that wants one.
 """
 
 from __future__ import annotations
