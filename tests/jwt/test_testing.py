@@ -257,3 +257,14 @@ async def test_transport_serves_an_async_client() -> None:
         async with verifier:
             claims = await verifier.verify_async(issuer.mint())
     assert claims.subject == SUBJECT
+
+
+def test_rotation_never_mixes_a_secret_with_key_pairs() -> None:
+    issuer = TestIssuer()
+
+    with pytest.raises(ConfigurationError, match="keep=False"):
+        issuer.rotate("HS256")
+    issuer.rotate("HS256", keep=False)
+    assert issuer.verifier().verify(issuer.mint()).subject == SUBJECT
+    with pytest.raises(ConfigurationError, match="signs with one of"):
+        issuer.rotate("none")  # type: ignore[arg-type]

@@ -302,6 +302,11 @@ class TestIssuer:
         algorithm = algorithm or self.algorithm  # type: ignore[assignment]
         if algorithm not in ALGORITHMS:
             raise ConfigurationError(f"TestIssuer signs with one of {', '.join(ALGORITHMS)}")
+        if keep and (algorithm in _HMAC) != (self.algorithm in _HMAC):
+            raise ConfigurationError(
+                "rotate() keeps the published keys: a secret and key pairs cannot be "
+                "published together; pass keep=False to switch kinds"
+            )
         kid = kid or f"test-key-{len(self._keys) + 1}"
         if kid in {signing.kid for signing in self._keys} and keep:
             raise ConfigurationError("kid is already published; pick another")
