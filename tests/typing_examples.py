@@ -94,7 +94,8 @@ def authenticate(verifier: JWTVerifier, authorization: bytes) -> AccessToken | N
     token = authorization.removeprefix(b"Bearer ")
     try:
         claims = verifier.verify(token)
-    except ExpiredTokenError:
+    except ExpiredTokenError as expired:
+        assert_type(expired.expires_at, datetime)  # always set
         return None
     except TokenRejectedError as exc:
         assert_type(exc.reason, str)
@@ -105,6 +106,9 @@ def authenticate(verifier: JWTVerifier, authorization: bytes) -> AccessToken | N
     assert_type(claims["sub"], Any)
     assert_type(claims.get("tenant"), Any)
     assert_type(claims.subject, str | None)
+    assert_type(claims.require("sub"), Any)
+    assert_type(claims.require("sub", str), str)  # a str, or a 401 refusal
+    assert_type(claims.require("roles", tuple), tuple[Any, ...])
     assert_type(claims.issuer, str | None)
     assert_type(claims.audience, tuple[str, ...])
     assert_type(claims.token_id, str | None)
@@ -164,3 +168,16 @@ def mistakes_mypy_catches(secret: bytes) -> None:
     JWTVerifier([Key.secret(secret)], leewy=5)  # type: ignore[call-arg]
     JWTVerifier([Key.secret(secret)], leeway="5")  # type: ignore[arg-type]
     JWTVerifier([Key.secret(secret)], leeway=timedelta(seconds=5), algorithms="HS256")
+
+
+def testing_helpers() -> str:
+    """grelmicro.jwt.testing: tokens, headers and a verifier, typed."""
+    from grelmicro.jwt.testing import TestIssuer  # noqa: PLC0415
+
+    issuer = TestIssuer("EdDSA", audience=["a", "b"])
+    assert_type(issuer.mint(scope=["x"], header={"kid": None}), str)
+    assert_type(issuer.bearer(roles=["admin"]), dict[str, str])
+    assert_type(issuer.jwks, dict[str, Any])
+    verifier = issuer.verifier(leeway=5)
+    assert_type(verifier, JWTVerifier)
+    return verifier.verify(issuer.mint()).require("sub", str)

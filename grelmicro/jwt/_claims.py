@@ -1,10 +1,14 @@
 """Claims: the read-only view over a verified payload.
 
 A verified payload may be served from the cache to many requests at once, so
-nothing reachable from a :class:`Claims` can be changed: the top-level dict is
-private, arrays arrive as tuples and nested objects as read-only mapping
-proxies (the core builds them that way). :meth:`Claims.to_dict` hands out a
-deep, mutable copy for code that wants one.
+nothing a :class:`Claims` hands out can be changed: arrays arrive as tuples
+and nested objects as read-only mapping proxies (the core builds them that
+way), and there is no way to set an item. The top-level dict itself sits in
+the private ``_data`` slot, shared with the cache and with every thread's
+view of the same token: never write to it. (The core stores it there without
+a Python frame; making it a read-only proxy too belongs in the core's payload
+builder, where it costs one allocation per miss.) :meth:`Claims.to_dict`
+hands out a deep, mutable copy for code that wants one.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import re
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
-from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError
+from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError, MissingClaimError
 
 __all__ = ["Claims"]
 
@@ -163,6 +167,51 @@ class Claims(Mapping[str, Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Claims:
         return self
+
+    @overload
+    def require(self, name: str) -> Any: ...
+
+    @overload
+    def require(self, name: str, kind: type[T]) -> T: ...
+
+    def require(self, name: str, kind: type[Any] | None = None) -> Any:
+        """The claim called ``name``, refusing the token when it is absent or of another type.
+
+        ``claims.require("sub", str)`` is typed ``str``; without ``kind`` the
+        result is ``Any``. JSON arrays are tuples and objects read-only
+        mappings, so ``kind`` is ``str``, ``int``, ``float``, ``bool``,
+        ``tuple`` or ``Mapping`` (a ``bool`` is never an ``int`` here; an
+        ``int`` passes as a ``float``).
+
+        Raises:
+            MissingClaimError: the token has no such claim.
+            InvalidClaimError: the claim is ``null`` or not a ``kind``.
+            ConfigurationError: ``kind`` is not a class.
+
+        Both refusals are :class:`~grelmicro.jwt.TokenRejectedError`, so a
+        route of an app under ``JWTBearer.install`` answers them with 401.
+        """
+        if kind is not None and not isinstance(kind, type):
+            raise ConfigurationError("require() takes a class as kind, such as str or int")
+        shown = ascii(name[:64])[1:-1] if isinstance(name, str) else "(not a string)"
+        try:
+            value = self._data[name]
+        except (KeyError, TypeError):
+            missing = MissingClaimError(f"the token has no {shown} claim")
+            missing.claim = shown
+            raise missing from None
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return value  # a JSON number: an int is a float as far as typing goes
+        if value is None or (
+            kind is not None
+            and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool))
+        ):
+            found = "null" if value is None else type(value).__name__
+            wanted = "a value" if kind is None else kind.__name__
+            invalid = InvalidClaimError(f"the {shown} claim is {found}, not {wanted}")
+            invalid.claim = shown
+            raise invalid
+        return value
 
     # -- registered claims ---------------------------------------------------
 

@@ -5,10 +5,12 @@
   for the public-key algorithms (HS256 works without it).
 - verify: verifies a token (argument, or - / a pipe for stdin) against a
   secret (named by an environment variable, never given as an argument), a
-  PEM file, a JWKS file or a JWKS URL.
-- inspect: prints a token's header and payload WITHOUT verifying anything.
+  PEM file, a JWKS file, a JWKS URL or an issuer's OIDC discovery.
+- inspect: prints a token's header and payload WITHOUT verifying anything,
+  with its times in ISO 8601 and how long until it expires.
 
-Errors are one line on stderr, never a traceback, and never echo a secret.
+Errors are one line on stderr, never a traceback, and never echo a secret
+or a token (argument errors included: values are not repeated).
 Exit codes: 0 accepted, 1 token rejected, 2 usage or configuration error,
 3 keys unavailable (a JWKS URL that cannot be fetched).
 """
@@ -26,8 +28,9 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -36,6 +39,7 @@ from grelmicro.jwt import (
     Key,
     KeysUnavailableError,
     TokenRejectedError,
+    TokenTooLargeError,
     unverified_header,
 )
 from grelmicro.jwt._claims import _thaw
@@ -54,9 +58,15 @@ __all__ = ["main"]
 #: Exit codes, one per outcome.
 ACCEPTED, REJECTED, USAGE, UNAVAILABLE = 0, 1, 2, 3
 
-#: An environment variable name that is safe to repeat in a message; anything
-#: else given to --secret-env may be the secret itself and is never shown.
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+#: What an environment variable name looks like. Even a name that fits is
+#: never repeated in a message: a secret can look like one (upper-case hex).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+#: ``inspect`` shows a payload nested at most this deep (the verifier's default cap).
+_MAX_DEPTH = 64
+
+#: An authorization scheme pasted in front of the token (``Bearer``, ``DPoP``).
+_SCHEME = re.compile(r"(?:authorization:\s*)?(?:bearer|dpop)\s+", re.IGNORECASE)
 
 
 def _outcome(verifier: JWTVerifier, token: str | bytes, now: float | None = None) -> str:
@@ -159,15 +169,19 @@ def _read_file(path: str, option: str) -> bytes:
 
 
 def _secret_from_env(name: str) -> str:
+    # The value is never repeated: given by mistake, it may be the secret itself.
     if not _ENV_NAME.fullmatch(name):
-        # Possibly the secret itself, given by mistake: never repeat it.
         raise _UsageError(
             "--secret-env takes the NAME of an environment variable (such as JWT_SECRET) "
             "holding the secret, not the secret itself"
         )
     secret = os.environ.get(name)
     if secret is None:
-        raise _UsageError(f"environment variable {name} (from --secret-env) is not set")
+        raise _UsageError(
+            "the environment variable named by --secret-env is not set (the name is not "
+            "repeated, in case it is the secret itself); --secret-env takes the NAME of "
+            "a variable holding the secret"
+        )
     return secret
 
 
@@ -181,11 +195,15 @@ def _build(args: argparse.Namespace) -> JWTVerifier:
     if args.pem:
         keys.append(Key.pem(_read_file(args.pem, "--pem"), algorithm or "RS256", kid=args.kid))
     jwks = _read_file(args.jwks, "--jwks") if args.jwks else None
-    if args.jwks_url:
-        if keys or jwks is not None:
-            raise _UsageError("--jwks-url cannot be combined with --secret-env, --pem or --jwks")
+    if args.jwks_url or args.discover:
+        if keys or jwks is not None or (args.jwks_url and args.discover):
+            raise _UsageError(
+                "--jwks-url and --discover are key sources of their own: use one, without "
+                "--secret-env, --pem or --jwks"
+            )
         return JWTVerifier(
             jwks_url=args.jwks_url,
+            discover=args.discover,
             allow_insecure_loopback=args.allow_insecure_loopback,
             audience=args.audience,
             issuer=args.issuer,
@@ -193,7 +211,9 @@ def _build(args: argparse.Namespace) -> JWTVerifier:
             cache_size=0,
         )
     if not keys and jwks is None:
-        raise _UsageError("no key given: pass --secret-env, --pem, --jwks or --jwks-url")
+        raise _UsageError(
+            "no key given: pass --secret-env, --pem, --jwks, --jwks-url or --discover"
+        )
     return JWTVerifier(
         keys or None,
         jwks=jwks,
@@ -215,22 +235,88 @@ def verify_command(args: argparse.Namespace) -> int:
     return ACCEPTED
 
 
+def _depth(value: object) -> int:
+    """How deeply ``value`` nests arrays and objects (iteratively: no recursion limit)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > _MAX_DEPTH:
+            break
+        pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _payload(token: str) -> object:
     segments = token.split(".")
     if len(segments) != 3:
         return None
     try:
         raw = base64.urlsafe_b64decode(segments[1] + "=" * (-len(segments[1]) % 4))
-        return json.loads(raw)
+        payload = json.loads(raw)
     except (binascii.Error, ValueError):
         return None
+    except RecursionError:
+        payload = None
+        deep = True
+    else:
+        deep = _depth(payload) > _MAX_DEPTH
+    if deep:
+        raise TokenTooLargeError(f"the payload is nested deeper than {_MAX_DEPTH} levels")
+    return payload
+
+
+def _span(seconds: float) -> str:
+    """``3d 4h``, ``2h 5m``, ``4m 59s`` or ``12s``: the two largest units."""
+    whole = int(abs(seconds))
+    units = [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)]
+    parts: list[str] = []
+    for name, size in units:
+        if whole >= size or (name == "s" and not parts):
+            parts.append(f"{whole // size}{name}")
+            whole %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
+
+
+def _times(payload: object, now: float) -> list[str]:
+    """``exp``/``nbf``/``iat`` in ISO 8601 with how far they are from ``now``."""
+    if not isinstance(payload, dict):
+        return []
+    lines = []
+    for claim in ("iat", "nbf", "exp"):
+        value = payload.get(claim)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        try:
+            moment = datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            lines.append(f"  {claim}: {value!r} (not a time a calendar can show)")
+            continue
+        when = moment.isoformat().replace("+00:00", "Z")
+        ahead = value - now
+        if claim == "exp":
+            note = f"expires in {_span(ahead)}" if ahead > 0 else f"expired {_span(ahead)} ago"
+        elif claim == "nbf":
+            note = f"valid in {_span(ahead)}" if ahead > 0 else f"valid since {_span(ahead)}"
+        else:
+            note = f"in {_span(ahead)}, in the future" if ahead > 0 else f"{_span(ahead)} ago"
+        lines.append(f"  {claim}: {when} ({note})")
+    return lines
 
 
 def inspect_command(args: argparse.Namespace) -> int:
     """Print the header and payload of a token without verifying anything."""
-    token = _read_token(args.token)
+    token = _SCHEME.sub("", _read_token(args.token).strip(), count=1).strip()
     header = _thaw(unverified_header(token))
-    payload = _payload(token.strip())
+    payload = _payload(token)
     print("UNVERIFIED: nothing below was checked (signature, expiry, issuer); do not trust it.")
     print("header:")
     print(json.dumps(header, indent=2, sort_keys=True, ensure_ascii=True))
@@ -239,6 +325,10 @@ def inspect_command(args: argparse.Namespace) -> int:
         print("  (not readable as base64url JSON)")
     else:
         print(json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=True))
+    times = _times(payload, time.time())
+    if times:
+        print("times (UTC):")
+        print("\n".join(times))
     return ACCEPTED
 
 
@@ -254,8 +344,42 @@ def _version() -> str:
     return f"grelmicro-jwt {own} (grelmicro-core {_core.__version__})"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors never repeat a value from the command line.
+
+    A token or a secret given in the wrong place (an unknown option, a
+    missing command) would otherwise be echoed back to the terminal.
+    """
+
+    #: The command line being parsed; its values are hidden from error messages.
+    given: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the message with the command line's values hidden; exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {_hidden(message, self.given)}\n")
+
+
+def _hidden(message: str, given: Sequence[str]) -> str:
+    """``message`` without any value of ``given`` (option names and commands stay)."""
+    if message.startswith("unrecognized arguments:"):
+        return "unrecognized arguments (not repeated: they may hold a token or a secret)"
+    for value in sorted(given, key=len, reverse=True):
+        if value.startswith("-") and "=" in value:  # --option=value
+            name = value.split("=", 1)[0]
+            message = message.replace(value, f"{name}=(value not shown)")
+        elif not value.startswith("-") and value not in _COMMANDS:
+            message = message.replace(repr(value), "(a value, not shown)")
+            if len(value) >= 8:
+                message = message.replace(value, "(a value, not shown)")
+    return message
+
+
+_COMMANDS = ("demo", "verify", "inspect")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="grelmicro-jwt",
         description="Verify and inspect JWT bearer tokens with grelmicro.jwt.",
         epilog="Exit codes: 0 accepted, 1 token rejected, 2 usage or configuration error, "
@@ -282,9 +406,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--jwks", metavar="FILE", help="JWKS document")
     check.add_argument("--jwks-url", metavar="URL", help="JWKS URL (https)")
     check.add_argument(
+        "--discover",
+        metavar="ISSUER",
+        help="issuer URL: keys from its OpenID Connect discovery document, iss checked",
+    )
+    check.add_argument(
         "--allow-insecure-loopback",
         action="store_true",
-        help="allow a plain-http JWKS URL on 127.0.0.1 / localhost (tests)",
+        help="allow a plain-http --jwks-url/--discover on 127.0.0.1 / localhost (tests)",
     )
     check.add_argument("--algorithm", help="algorithm of the --secret-env/--pem key, e.g. RS256")
     check.add_argument("--kid", help="kid of the --secret-env/--pem key")
@@ -294,7 +423,9 @@ def _parser() -> argparse.ArgumentParser:
     peek = commands.add_parser(
         "inspect",
         help="print a token's header and payload WITHOUT verifying",
-        description="Decode a token's header and payload for reading. Nothing is verified.",
+        description="Decode a token's header and payload for reading, with its times in "
+        "ISO 8601 and how long until it expires. Nothing is verified. A leading Bearer or "
+        "DPoP scheme is dropped.",
     )
     peek.add_argument("token", nargs="?", help="the token; - or a pipe reads standard input")
     return parser
@@ -308,6 +439,7 @@ def _fail(message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m grelmicro.jwt`` and ``grelmicro-jwt``; returns the exit code."""
+    _Parser.given = tuple(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     # Key-source warnings would add lines to a one-line answer; the error says it all.
     logging.getLogger("grelmicro.jwt").setLevel(logging.CRITICAL)

@@ -146,6 +146,13 @@ def _moment(seconds: object) -> datetime | None:
         return None
 
 
+def _clamped(seconds: object) -> datetime:
+    """A time beyond what a datetime holds: the nearest end of its range (NaN: the latest)."""
+    if isinstance(seconds, float) and seconds < 0:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return datetime.max.replace(tzinfo=timezone.utc)
+
+
 def _span(seconds: object) -> timedelta | None:
     if not isinstance(seconds, float):
         return None
@@ -180,6 +187,8 @@ def _with_context(
             f"{leeway.total_seconds():g}s" if leeway is not None else "?",
         )
         error = cls(message)
+        if when is None and cls is errors.ExpiredTokenError:
+            when = _clamped(context.get(claim))  # expires_at is never None
         setattr(error, attribute, when)
         error.now = now  # type: ignore[attr-defined]
         error.leeway = leeway  # type: ignore[attr-defined]

@@ -242,7 +242,9 @@ class KeySource:
         except _core.CoreError as exc:
             raise FetchError(f"not a usable JWKS: {exc.args[1]}") from None
         for kid, reason in key_set.skipped:
-            logger.info("JWKS %s: key %r skipped: %s", self.name, kid, reason)
+            (logger.warning if "private key" in reason else logger.info)(
+                "JWKS %s: key %r skipped: %s", self.name, kid, reason
+            )
         return key_set
 
     def fetch_sync(self) -> None:

@@ -25,7 +25,7 @@ HTTP answers, as a service guarded by the verifier should give them:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -139,14 +139,17 @@ class ClaimsRejectedError(TokenRejectedError):
 class ExpiredTokenError(ClaimsRejectedError):
     """``exp`` has passed. HTTP 401.
 
-    Attributes: ``expires_at``, ``now`` (aware UTC datetimes) and ``leeway``
-    (a timedelta); ``None`` when a time cannot be shown as a datetime.
+    Attributes: ``expires_at`` (always set), ``now`` (aware UTC datetimes)
+    and ``leeway`` (a timedelta); ``now`` and ``leeway`` are ``None`` when a
+    time cannot be shown as a datetime.
     """
 
     reason = "expired"
 
-    expires_at: datetime | None = None
-    """The token's ``exp``."""
+    expires_at: datetime = datetime.min.replace(tzinfo=timezone.utc)
+    """The token's ``exp`` (aware, UTC). An ``exp`` beyond what a datetime
+    holds (before year 1) is the nearest end of ``datetime``'s range, so it
+    is never ``None``."""
     now: datetime | None = None
     """The time the token was checked against (aware, UTC)."""
     leeway: timedelta | None = None

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from forge import SECRET, hmac_key, private_key
+
+from grelmicro.jwt.testing import TestIssuer
 
 SECRET_TEXT = SECRET.decode()
 
@@ -89,6 +93,39 @@ def test_usage_error_exits_2():
     assert "Traceback" not in result.stderr
 
 
+TOKEN_LIKE = hmac_key().mint({"sub": "usage-error", "exp": 1})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [TOKEN_LIKE],  # the command forgotten: an invalid choice
+        ["verify", "x.y.z", TOKEN_LIKE],  # one argument too many
+        ["verify", f"--token={TOKEN_LIKE}"],  # an unknown option with a value
+        ["verify", "--leeway", TOKEN_LIKE],  # a value of the wrong type
+        ["verify", "--leeway", SECRET_TEXT],
+        ["inspect", "--secret", SECRET_TEXT],
+        ["verify", f"--secret-e={SECRET_TEXT}"],  # an abbreviation with a value
+        ["verify", f"--se={SECRET_TEXT}"],  # an ambiguous abbreviation
+    ],
+)
+def test_usage_errors_never_echo_a_token_or_secret(argv: list[str]):
+    result = run(*argv)
+
+    assert result.returncode == 2
+    assert "error:" in result.stderr
+    assert "Traceback" not in result.stderr
+    for secret in (TOKEN_LIKE, SECRET_TEXT, TOKEN_LIKE[:20], SECRET_TEXT[:12]):
+        assert secret not in result.stderr + result.stdout
+
+
+def test_usage_errors_still_name_the_choices():
+    result = run("nonsense")
+
+    assert "invalid choice" in result.stderr
+    assert "verify" in result.stderr
+
+
 def test_no_command_exits_2():
     assert run().returncode == 2
 
@@ -138,16 +175,52 @@ def test_verify_pem_file(tmp_path: Path):
 
 
 def test_verify_jwks_file(tmp_path: Path):
-    signing = private_key("ES256", kid="k1")
+    issuer = TestIssuer(audience="api")
     jwks = tmp_path / "jwks.json"
-    jwks.write_text(json.dumps({"keys": [signing.public_jwk()]}))
+    jwks.write_text(json.dumps(issuer.jwks))
 
-    result = run("verify", signing.mint(fresh()), "--jwks", str(jwks), "--audience", "api")
+    result = run("verify", issuer.mint(aud=None), "--jwks", str(jwks), "--audience", "api")
 
     assert result.returncode == 1  # no aud in the token while one is configured
     assert one_line_error(result).startswith("rejected: missing-claim")
-    ok = run("verify", signing.mint(fresh(aud="api")), "--jwks", str(jwks), "--audience", "api")
+    ok = run("verify", issuer.mint(), "--jwks", str(jwks), "--audience", "api")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_verify_with_discovery():
+    issuer = TestIssuer(audience="api")
+    with issuer.serve(as_issuer=True) as server:
+        token = issuer.mint(sub="found")
+        discovered = ["--discover", server.issuer, "--allow-insecure-loopback"]
+
+        result = run("verify", token, *discovered, "--audience", "api")
+        foreign = run("verify", TestIssuer().mint(), *discovered, "--audience", "api")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sub"] == "found"
+    assert foreign.returncode == 1
+    assert one_line_error(foreign).startswith("rejected: ")
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        ["--discover", "https://idp.test/", "--jwks-url", "https://idp.test/jwks"],
+        ["--discover", "https://idp.test/", "--secret-env", "JWT_SECRET"],
+    ],
+)
+def test_discover_is_a_key_source_of_its_own(sources: list[str]):
+    result = run("verify", "x.y.z", *sources, env=HS_ENV)
+
+    assert result.returncode == 2
+    assert "use one" in one_line_error(result)
+
+
+def test_discover_without_https_is_a_configuration_error():
+    result = run("verify", "x.y.z", "--discover", "http://idp.example.com/")
+
+    assert result.returncode == 2
+    assert one_line_error(result).startswith("error: invalid-config")
 
 
 def test_verify_rejected_exits_1_with_one_line():
@@ -190,11 +263,20 @@ def test_secret_given_to_secret_env_is_never_echoed():
     assert "TOPSECRET" not in result.stderr
 
 
-def test_unset_secret_env():
-    result = run("verify", "x.y.z", "--secret-env", "NOT_SET_ANYWHERE")
+@pytest.mark.parametrize(
+    "value",
+    [
+        "NOT_SET_ANYWHERE",
+        "A3F09C1D77E24B5A9E0C6D2B8F41A7C3E95D0B6A2C4F8E1D",  # a secret shaped like a name
+        "tOpSeCrEt_0123456789abcdefABCDEF",
+    ],
+)
+def test_an_unset_secret_env_is_never_repeated(value: str):
+    result = run("verify", "x.y.z", "--secret-env", value)
 
     assert result.returncode == 2
-    assert "NOT_SET_ANYWHERE" in one_line_error(result)
+    assert "named by --secret-env is not set" in one_line_error(result)
+    assert value not in result.stderr + result.stdout
 
 
 def test_missing_file_is_a_one_line_error(tmp_path: Path):
@@ -279,7 +361,7 @@ def test_inspect_shows_header_and_payload_unverified():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("UNVERIFIED")
     header_text = result.stdout.split("header:\n", 1)[1].split("payload:\n", 1)[0]
-    payload_text = result.stdout.split("payload:\n", 1)[1]
+    payload_text = result.stdout.split("payload:\n", 1)[1].split("times (UTC):\n", 1)[0]
     header = json.loads(header_text)
     assert header["jwk"] == {"kty": "EC", "crv": "P-256"}  # a nested object, not its keys
     assert header["kid"] == "k1"
@@ -298,3 +380,61 @@ def test_inspect_malformed_token_exits_1():
 
     assert result.returncode == 1
     assert one_line_error(result).startswith("rejected: malformed")
+
+
+@pytest.mark.parametrize("scheme", ["Bearer ", "bearer  ", "DPoP ", "Authorization: Bearer "])
+def test_inspect_drops_a_pasted_scheme(scheme: str):
+    token = hmac_key().mint(fresh())
+
+    result = run("inspect", scheme + token)
+
+    assert result.returncode == 0, result.stderr
+    assert '"sub": "user-1"' in result.stdout
+
+
+def test_inspect_shows_iso_times_and_when_the_token_expires():
+    now = int(time.time())
+    token = hmac_key().mint({"iat": now - 60, "nbf": now - 60, "exp": now + 3 * 3600 + 600})
+
+    result = run("inspect", token)
+
+    times = result.stdout.split("times (UTC):\n", 1)[1]
+    iat = datetime.fromtimestamp(now - 60, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert re.search(rf"iat: {iat} \(\d+m( \d+s)? ago\)", times), times
+    # 3h10m from when it was minted: however slow the run, it still shows hours and minutes.
+    assert re.search(r"exp: \S+Z \(expires in [23]h \d+m\)", times), times
+
+
+def test_inspect_says_how_long_ago_a_token_expired():
+    result = run("inspect", hmac_key().mint({"exp": 1_700_000_000}))
+
+    assert "exp: 2023-11-14T22:13:20Z (expired " in result.stdout
+
+
+def test_inspect_shows_unusable_times_as_they_are():
+    result = run("inspect", hmac_key().mint({"exp": 1e300, "iat": "yesterday"}))
+
+    assert result.returncode == 0, result.stderr
+    assert "exp: 1e+300 (not a time a calendar can show)" in result.stdout
+    assert "iat:" not in result.stdout.split("times (UTC):", 1)[1]
+
+
+@pytest.mark.parametrize("depth", [65, 2500])  # 2500: json.loads hits the recursion limit
+def test_inspect_refuses_a_deeply_nested_payload_in_one_line(depth: int):
+    payload = "[" * depth + "]" * depth
+    token = hmac_key().mint(payload)
+
+    result = run("inspect", "-", stdin=token)
+
+    assert result.returncode == 1
+    assert one_line_error(result) == (
+        "rejected: too-large: the payload is nested deeper than 64 levels"
+    )
+
+
+def test_inspect_shows_a_payload_nested_64_deep():
+    payload = {"a": json.loads("[" * 63 + "]" * 63)}
+
+    result = run("inspect", hmac_key().mint(payload))
+
+    assert result.returncode == 0, result.stderr
