@@ -38,12 +38,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import core_source
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-# The one implementation of the core's source hash (standard library only).
-sys.path.append(str(ROOT / "tests"))
-import core_source  # noqa: E402
 
 CORE = ROOT / "grelmicro-core"
 DIST = ROOT / "dist"
@@ -109,7 +107,7 @@ def fuzz_targets() -> list[str]:
 
 
 def source_hash(src: Path = CORE / "src") -> str:
-    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (tests/core_source.py)."""
+    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (core_source.py)."""
     return core_source.source_hash(src)
 
 
@@ -327,7 +325,7 @@ def build_core_wheel(
     stamp = out / ".stamp"
     inputs = digest(source, CORE_INPUTS)
     if pgo:
-        inputs = digest(ROOT, ["scripts/pgo_train.py", "tests/forge.py"], inputs)
+        inputs = digest(ROOT, ["scripts/pgo_train.py", "scripts/jws.py"], inputs)
     want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
     wheel = _only_wheel(out)
     if wheel is not None and stamp.exists() and stamp.read_text() == want:
