@@ -15,8 +15,8 @@ release ships: an instrumented wheel is built, runs ``scripts/pgo_train.py``
 (a service's mix of full verifications, cache hits and refusals) with that
 interpreter, and the counts it leaves steer the final build (which code is
 hot, inlined and packed together). It needs rustup's ``llvm-tools``
-component (added when missing); without it the wheel is built as usual and
-says so (``grelmicro_core.PGO == "off"``). Installing never
+component (``bash scripts/prereqs.sh llvm-tools``); without it the wheel is
+built as usual and says so (``grelmicro_core.PGO == "off"``). Installing never
 consults a package index (``--no-index``: another project owns the names
 ``grelmicro`` and ``grelmicro-core`` on PyPI). Versions are read from the
 packages' metadata (``pyproject.toml``, ``Cargo.toml``), never written here.
@@ -201,9 +201,9 @@ def _maturin(
 def llvm_profdata(log: Log = _log) -> Path | None:
     """The ``llvm-profdata`` of the active Rust toolchain (rustup's ``llvm-tools``).
 
-    The component is added when missing and rustup is at hand; None when it
-    cannot be had (its LLVM must be rustc's own: another one may not read
-    the counts rustc writes).
+    None when it is not installed (``scripts/prereqs.sh llvm-tools`` adds it;
+    nothing here changes the machine). Its LLVM must be rustc's own: another
+    one may not read the counts rustc writes.
     """
     rustc = shutil.which("rustc")
     if rustc is None:
@@ -222,15 +222,10 @@ def llvm_profdata(log: Log = _log) -> Path | None:
         return sysroot / "lib" / "rustlib" / host / "bin" / "llvm-profdata"
 
     tool = locate()
-    rustup = shutil.which("rustup")
-    if not tool.exists() and rustup is not None:
-        log("adding rustup's llvm-tools component (llvm-profdata, for the PGO build)")
-        try:
-            subprocess.run([rustup, "component", "add", "llvm-tools"], check=False, timeout=600)
-        except subprocess.TimeoutExpired:
-            log("rustup did not finish adding llvm-tools in 10 minutes")
-        tool = locate()
-    return tool if tool.exists() else None
+    if not tool.exists():
+        log("no llvm-profdata: `bash scripts/prereqs.sh llvm-tools` adds rustup's llvm-tools")
+        return None
+    return tool
 
 
 def can_train(python: str | Path) -> bool:
