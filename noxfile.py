@@ -66,7 +66,7 @@ FT_RUNTIME = (
     *(r for r in RUNTIME if corewheel.requirement_name(r) != "pydantic"),
     FT_PYDANTIC,
 )
-INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
+INTERPRETERS = corewheel.OTHER_INTERPRETERS
 # Tool pins of the fuzz smoke (cargo-fuzz's is installed by scripts/prereqs.sh).
 ATHERIS = "atheris==3.0.0"
 CARGO_FUZZ_VERSION = "0.13.2"
@@ -339,6 +339,24 @@ def _release_dists(session: nox.Session, python: Path, tag: str) -> list[Path]:
 
 
 @nox.session
+def wheelhouse(session: nox.Session) -> None:
+    """dist/wheelhouse for the dev python (scripts/wheelhouse.sh), installed offline and used.
+
+    Our wheels come from the dist/core and dist/py caches; the dependencies
+    are downloaded once. Fresh venvs then install grelmicro[jwt] with
+    --no-index --find-links and with --index-url file://.../simple, and verify.
+    """
+    tools(session)
+    session.run(str(PY), str(ROOT / "scripts" / "wheelhouse.py"), str(PY))
+    session.run(
+        "bash",
+        str(ROOT / "scripts" / "smoke-wheelhouse.sh"),
+        str(ROOT / "dist" / "wheelhouse"),
+        str(PY),
+    )
+
+
+@nox.session
 def security(session: nox.Session) -> None:
     """security-tests/ against the built wheels in a fresh venv, then the fuzz smoke runs.
 
@@ -477,16 +495,6 @@ def fuzz_smoke(session: nox.Session, vpy: Path, work: Path, seconds: str) -> Non
                 shutil.copy(artifact, regressions)
 
 
-def find_python(version: str) -> Path | None:
-    """CPython ``version`` from pyenv, /opt/python<version> or PATH."""
-    candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
-    candidates.append(Path(f"/opt/python{version}/bin/python{version}"))
-    found = shutil.which(f"python{version}")
-    if found:
-        candidates.append(Path(found))
-    return next((c for c in candidates if os.access(c, os.X_OK)), None)
-
-
 def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> None:
     """The suite on ``python``, against the wheels built for it from the sdists.
 
@@ -573,7 +581,7 @@ def interpreters(session: nox.Session, version: str) -> None:
     wanted = os.environ.get("GRELMICRO_INTERPRETERS", " ".join(INTERPRETERS)).split()
     if version not in wanted:
         session.skip(f"{version}: not in GRELMICRO_INTERPRETERS={' '.join(wanted)}")
-    python = find_python(version)
+    python = corewheel.find_python(version)
     if python is None:
         session.skip(
             f"CPython {version} NOT FOUND on this machine (tested in the GitHub workflow only; "

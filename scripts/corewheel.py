@@ -149,6 +149,20 @@ def interpreter_tag(python: str | Path) -> str:
     ).stdout.strip()
 
 
+#: The supported CPythons besides the dev venv's 3.11 (3.13t: the free-threaded build).
+OTHER_INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
+
+
+def find_python(version: str) -> Path | None:
+    """CPython ``version`` from pyenv, /opt/python<version> or PATH."""
+    candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    candidates.append(Path(f"/opt/python{version}/bin/python{version}"))
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(Path(found))
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
 def find_maturin() -> str:
     """Maturin beside the running interpreter, else the dev venv's, else PATH."""
     for candidate in (Path(sys.executable).parent / "maturin", ROOT / ".venv" / "bin" / "maturin"):

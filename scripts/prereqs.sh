@@ -119,7 +119,7 @@ step_llvm-tools() {
 
 step_interpreters() {
     # The supported CPythons other than the dev venv's are found where they
-    # are (noxfile.find_python); 3.14 is installed only when this machine
+    # are (corewheel.find_python); 3.14 is installed only when this machine
     # ships an installer for it (its failure leaves that session skipped).
     local installer="$ROOT/../shared/tools/get-python314t.sh"
     if [ -f "$installer" ] && ! command -v python3.14 >/dev/null 2>&1 \
