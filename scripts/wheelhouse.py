@@ -73,10 +73,14 @@ def wheel_tags(wheel: Path) -> tuple[str, str, list[str]]:
 def compatible_platforms(platform: str) -> list[str]:
     """``platform`` and the older manylinux tags a machine of it also runs (PEP 600).
 
-    pip widens a macOS tag by itself but not a ``manylinux_2_Y`` one: a
-    ``manylinux_2_34`` core wheel needs the ``manylinux_2_17`` wheels of its
-    dependencies too.
+    pip widens a macOS tag by itself but not a ``manylinux_2_Y`` or
+    ``musllinux_1_Y`` one: a ``manylinux_2_34`` core wheel needs the
+    ``manylinux_2_17`` wheels of its dependencies too.
     """
+    musl = re.fullmatch(r"musllinux_1_(\d+)_(\w+)", platform)
+    if musl is not None:
+        newest, arch = int(musl.group(1)), musl.group(2)
+        return [f"musllinux_1_{minor}_{arch}" for minor in range(newest, -1, -1)]
     match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
     if match is None:
         return [platform]
@@ -87,8 +91,8 @@ def compatible_platforms(platform: str) -> list[str]:
     return found
 
 
-def download_dependencies(core_wheel: Path, out: Path) -> None:
-    """The dependency wheels for the interpreter and platform ``core_wheel`` is built for."""
+def download_dependencies(core_wheel: Path, out: Path) -> bool:
+    """The dependency wheels for the interpreter and platform of ``core_wheel``; False if none."""
     python_tag, abi, tags = wheel_tags(core_wheel)
     platforms = [p for tag in tags for p in compatible_platforms(tag)]
     version = f"{python_tag[2]}.{python_tag[3:]}"
@@ -105,7 +109,7 @@ def download_dependencies(core_wheel: Path, out: Path) -> None:
         "-d", str(out), *constraints, *specs,
     ]  # fmt: skip
     _log(f"dependencies for {python_tag}-{abi} on {' '.join(tags)}")
-    subprocess.run(cmd, check=True)
+    return subprocess.run(cmd, check=False).returncode == 0
 
 
 def write_index(out: Path) -> Path:
@@ -162,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("pythons", nargs="*", help="interpreters to build the core for")
     parser.add_argument("--from", dest="given", type=Path, help="use the wheels in this dir")
     parser.add_argument("--out", type=Path, default=OUT, help=f"default {OUT}")
+    parser.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="leave out a core wheel whose dependencies have no wheels (logged), not fail",
+    )
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -173,7 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for wheel in ours:
         shutil.copy2(wheel, out / wheel.name)
     for core in sorted(out.glob("grelmicro_core-*.whl")):
-        download_dependencies(core, out)
+        if download_dependencies(core, out):
+            continue
+        if not args.skip_unavailable:
+            raise SystemExit(f"no dependency wheels for {core.name} (see pip's message)")
+        _log(f"LEFT OUT {core.name}: its dependencies have no wheels for that platform")
+        core.unlink()
     simple = write_index(out)
     _log(f"{len(list(out.glob('*.whl')))} wheels in {out}, index {simple}")
     print(out)

@@ -80,6 +80,11 @@ def test_a_manylinux_core_wheel_takes_dependencies_built_for_older_glibc() -> No
     assert "manylinux_2_17_x86_64" in platforms
     assert "manylinux2014_x86_64" in platforms
     assert "manylinux_2_35_x86_64" not in platforms
+    assert wheelhouse.compatible_platforms("musllinux_1_2_x86_64") == [
+        "musllinux_1_2_x86_64",
+        "musllinux_1_1_x86_64",
+        "musllinux_1_0_x86_64",
+    ]
     assert wheelhouse.compatible_platforms("win_amd64") == ["win_amd64"]
     assert wheelhouse.compatible_platforms("macosx_11_0_arm64") == ["macosx_11_0_arm64"]
 
