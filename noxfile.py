@@ -357,6 +357,13 @@ def wheelhouse(session: nox.Session) -> None:
 
 
 @nox.session
+def dockerfile(session: nox.Session) -> None:
+    """examples/Dockerfile's stages run here without docker (scripts/check_dockerfile.py)."""
+    tools(session)
+    session.run(str(PY), str(ROOT / "scripts" / "check_dockerfile.py"))
+
+
+@nox.session
 def security(session: nox.Session) -> None:
     """security-tests/ against the built wheels in a fresh venv, then the fuzz smoke runs.
 

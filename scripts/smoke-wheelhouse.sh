@@ -43,8 +43,9 @@ for how in find-links index-url; do
     else
         source=(--index-url "file://$DIR/simple")
     fi
-    # No Rust and no proxy or index settings from the caller's environment.
-    env -i PATH=/usr/bin:/bin HOME="$WORK" "$venv/bin/python" -m pip install -q \
+    # No Rust, and no index, find-links or proxy settings from the caller's
+    # environment or the machine's pip configuration.
+    env -i PATH=/usr/bin:/bin HOME="$WORK" PIP_CONFIG_FILE=/dev/null "$venv/bin/python" -m pip install -q \
         --disable-pip-version-check "${source[@]}" "grelmicro[jwt]"
     (cd "$WORK" && env -i PATH=/usr/bin:/bin "$venv/bin/python" check.py "$how")
 done
