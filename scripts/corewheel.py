@@ -15,8 +15,8 @@ release ships: an instrumented wheel is built, runs ``scripts/pgo_train.py``
 (a service's mix of full verifications, cache hits and refusals) with that
 interpreter, and the counts it leaves steer the final build (which code is
 hot, inlined and packed together). It needs rustup's ``llvm-tools``
-component (added when missing); without it the wheel is built as usual and
-says so (``grelmicro_core.PGO == "off"``). Installing never
+component (``bash scripts/prereqs.sh llvm-tools``); without it the wheel is
+built as usual and says so (``grelmicro_core.PGO == "off"``). Installing never
 consults a package index (``--no-index``: another project owns the names
 ``grelmicro`` and ``grelmicro-core`` on PyPI). Versions are read from the
 packages' metadata (``pyproject.toml``, ``Cargo.toml``), never written here.
@@ -38,12 +38,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import core_source
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-# The one implementation of the core's source hash (standard library only).
-sys.path.append(str(ROOT / "tests"))
-import core_source  # noqa: E402
 
 CORE = ROOT / "grelmicro-core"
 DIST = ROOT / "dist"
@@ -109,7 +107,7 @@ def fuzz_targets() -> list[str]:
 
 
 def source_hash(src: Path = CORE / "src") -> str:
-    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (tests/core_source.py)."""
+    """The core's ``SOURCE_HASH`` for ``src``, as build.rs computes it (core_source.py)."""
     return core_source.source_hash(src)
 
 
@@ -149,6 +147,20 @@ def interpreter_tag(python: str | Path) -> str:
     return subprocess.run(
         [str(python), "-c", probe], check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+#: The supported CPythons besides the dev venv's 3.11 (3.13t: the free-threaded build).
+OTHER_INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
+
+
+def find_python(version: str) -> Path | None:
+    """CPython ``version`` from pyenv, /opt/python<version> or PATH."""
+    candidates = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    candidates.append(Path(f"/opt/python{version}/bin/python{version}"))
+    found = shutil.which(f"python{version}")
+    if found:
+        candidates.append(Path(found))
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
 def find_maturin() -> str:
@@ -203,9 +215,9 @@ def _maturin(
 def llvm_profdata(log: Log = _log) -> Path | None:
     """The ``llvm-profdata`` of the active Rust toolchain (rustup's ``llvm-tools``).
 
-    The component is added when missing and rustup is at hand; None when it
-    cannot be had (its LLVM must be rustc's own: another one may not read
-    the counts rustc writes).
+    None when it is not installed (``scripts/prereqs.sh llvm-tools`` adds it;
+    nothing here changes the machine). Its LLVM must be rustc's own: another
+    one may not read the counts rustc writes.
     """
     rustc = shutil.which("rustc")
     if rustc is None:
@@ -224,15 +236,10 @@ def llvm_profdata(log: Log = _log) -> Path | None:
         return sysroot / "lib" / "rustlib" / host / "bin" / "llvm-profdata"
 
     tool = locate()
-    rustup = shutil.which("rustup")
-    if not tool.exists() and rustup is not None:
-        log("adding rustup's llvm-tools component (llvm-profdata, for the PGO build)")
-        try:
-            subprocess.run([rustup, "component", "add", "llvm-tools"], check=False, timeout=600)
-        except subprocess.TimeoutExpired:
-            log("rustup did not finish adding llvm-tools in 10 minutes")
-        tool = locate()
-    return tool if tool.exists() else None
+    if not tool.exists():
+        log("no llvm-profdata: `bash scripts/prereqs.sh llvm-tools` adds rustup's llvm-tools")
+        return None
+    return tool
 
 
 def can_train(python: str | Path) -> bool:
@@ -327,7 +334,7 @@ def build_core_wheel(
     stamp = out / ".stamp"
     inputs = digest(source, CORE_INPUTS)
     if pgo:
-        inputs = digest(ROOT, ["scripts/pgo_train.py", "tests/forge.py"], inputs)
+        inputs = digest(ROOT, ["scripts/pgo_train.py", "scripts/jws.py"], inputs)
     want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
     wheel = _only_wheel(out)
     if wheel is not None and stamp.exists() and stamp.read_text() == want:

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The fast checks: ruff, cargo fmt, clippy (both feature sets), actionlint, zizmor; mypy strict and the stub check.
-# A thin wrapper: the steps live in noxfile.py (session `lint types`).
+# A thin wrapper: its prerequisites (scripts/prereqs.sh rust actionlint), then the steps in noxfile.py (session `lint types`).
 set -euo pipefail
-exec bash "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/nox.sh" -s lint types
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bash "$HERE/prereqs.sh" rust actionlint
+exec bash "$HERE/nox.sh" -s lint types

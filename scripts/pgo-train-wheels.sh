@@ -46,7 +46,8 @@ fi
 
 PROFDATA="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
 if [ ! -x "$PROFDATA" ]; then
-  rustup component add llvm-tools
+  echo "pgo: no llvm-profdata for this toolchain: bash scripts/prereqs.sh llvm-tools" >&2
+  exit 1
 fi
 "$PROFDATA" merge -o "$PROFILE" "$COUNTS"/train-*.profraw
 echo "pgo: merged $(find "$COUNTS" -name 'train-*.profraw' | wc -l) count files into $PROFILE"

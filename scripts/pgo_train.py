@@ -13,7 +13,8 @@ malformed). HMAC only when ``cryptography`` is absent (the free-threaded
 interpreters): the JSON, claims and Python paths are the same for every
 algorithm, only the signature check differs.
 
-Standard library, this tree's ``grelmicro`` and ``tests/forge.py``; it
+Standard library, this tree's ``grelmicro`` and ``scripts/jws.py`` (the
+tokens; nothing from ``tests/``); it
 refuses to run unless the imported core is the instrumented one
 (``grelmicro_core.PGO == "instrumented"``), so a stale install cannot train
 nothing in silence.
@@ -29,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))
 
-import forge  # noqa: E402
 import grelmicro_core  # noqa: E402
+import jws  # noqa: E402  (scripts/, this script's directory)
 
 from grelmicro.jwt import JWTVerifier, Key, TokenRejectedError  # noqa: E402
 from grelmicro.jwt._demo import AUDIENCE, ISSUER, canonical_payload  # noqa: E402
@@ -60,11 +61,11 @@ def refusals(alg: str, key: object, now: int) -> list[str]:
     header = {"alg": alg, "typ": "JWT", "kid": "k1"}
     expired = canonical_payload(now - 7_200)
     stranger = {**canonical_payload(now), "aud": "https://elsewhere.example.com"}
-    good = forge.mint(header, canonical_payload(now), key)
+    good = jws.mint(header, canonical_payload(now), key)
     return [
-        forge.mint(header, expired, key),
-        forge.mint(header, stranger, key),
-        forge.tamper(good),
+        jws.mint(header, expired, key),
+        jws.mint(header, stranger, key),
+        jws.tamper(good),
         good[: len(good) // 2],
         "not-a-token",
     ]
@@ -72,12 +73,12 @@ def refusals(alg: str, key: object, now: int) -> list[str]:
 
 def train(alg: str, now: int) -> int:
     """Runs one family's lanes; returns how many calls were made."""
-    key = forge.generate(alg)
-    token = forge.mint({"alg": alg, "typ": "JWT", "kid": "k1"}, canonical_payload(now), key)
+    key = jws.generate(alg)
+    token = jws.mint({"alg": alg, "typ": "JWT", "kid": "k1"}, canonical_payload(now), key)
     material = (
         Key.secret(key, alg, kid="k1")
         if alg.startswith("HS")
-        else Key.pem(forge.spki_pem(key), alg, kid="k1")
+        else Key.pem(jws.spki_pem(key), alg, kid="k1")
     )
     cold = JWTVerifier([material], cache_size=0, audience=AUDIENCE, issuer=ISSUER)
     raw = token.encode()

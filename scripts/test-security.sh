@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The security suite against the built wheels in a fresh venv, then the fuzz smoke runs (env: FUZZ_SECONDS, RELEASE_DIR, PYTHON, SECURITY_VENV, HYPOTHESIS_PROFILE).
-# A thin wrapper: the steps live in noxfile.py (session `security`).
+# A thin wrapper: its prerequisites (scripts/prereqs.sh fuzz), then the steps in noxfile.py (session `security`).
 set -euo pipefail
-exec bash "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/nox.sh" -s security "$@"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bash "$HERE/prereqs.sh" fuzz
+exec bash "$HERE/nox.sh" -s security "$@"

@@ -1,35 +1,25 @@
-"""The source hash of ``grelmicro-core``, computed as ``grelmicro-core/build.rs`` does.
+"""The tests' door to the core's source hash, whose one home is ``scripts/core_source.py``.
 
-The one implementation (standard library only, so any interpreter and any
-script can import it with ``tests/`` on ``sys.path``): ``build.rs`` records an
-FNV-1a-64 hash of every ``.rs`` file under ``src/`` as ``SOURCE_HASH``; a
-wheel whose hash differs from :func:`source_hash` of the tree is stale.
+Build tooling never imports from ``tests/``; the tests import the build's
+implementation instead, loaded here by its path (so ``from core_source import
+...`` works wherever ``tests/`` is on ``sys.path``, in any interpreter).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parent.parent / "grelmicro-core"
+_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "core_source.py"
+_spec = importlib.util.spec_from_file_location("grelmicro_scripts_core_source", _SCRIPT)
+assert _spec is not None
+assert _spec.loader is not None
+_module = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _module
+_spec.loader.exec_module(_module)
 
-FNV_OFFSET = 0xCBF29CE484222325
-FNV_PRIME = 0x100000001B3
-MASK = (1 << 64) - 1
-
-
-def fnv1a(state: int, data: bytes) -> int:
-    for byte in data:
-        state ^= byte
-        state = (state * FNV_PRIME) & MASK
-    return state
-
-
-def source_hash(src: Path) -> str:
-    """The hash build.rs computes: for each ``.rs`` file under ``src``, sorted
-    by its ``/``-separated path relative to ``src``, the path, a zero byte,
-    the contents, a zero byte."""
-    state = FNV_OFFSET
-    for name in sorted(p.relative_to(src).as_posix() for p in src.rglob("*.rs")):
-        state = fnv1a(state, name.encode() + b"\0")
-        state = fnv1a(state, (src / name).read_bytes() + b"\0")
-    return f"{state:016x}"
+CORE = _module.CORE
+FNV_OFFSET = _module.FNV_OFFSET
+fnv1a = _module.fnv1a
+source_hash = _module.source_hash

@@ -1,9 +1,10 @@
 """The one token forge of the tests, the security suite and the benchmarks.
 
-Compact JWS tokens are built here by hand against RFC 7515 (JWS) and RFC 7518
-(JWA): headers and payloads serialised with :mod:`json`, encoded as unpadded
-base64url and signed with the standard library (HMAC) or the ``cryptography``
-primitives (RSA, ECDSA, EdDSA). Nothing is signed by ``grelmicro`` or by
+Compact JWS tokens are built by hand against RFC 7515 (JWS) and RFC 7518
+(JWA) with the primitives of ``scripts/jws.py`` (re-exported here): headers
+and payloads serialised with :mod:`json`, encoded as unpadded base64url and
+signed with the standard library (HMAC) or the ``cryptography`` primitives
+(RSA, ECDSA, EdDSA). Nothing is signed by ``grelmicro`` or by
 another JWT library, so a bug in the code under test cannot cancel itself out,
 and a hostile token is expressible byte for byte (wrong ``alg``, bad base64,
 DER signatures, duplicate members, invalid UTF-8...).
@@ -23,15 +24,58 @@ One argument order everywhere: :func:`mint` takes ``header, payload, key``
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
 import functools
 import hashlib
-import hmac
 import json
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+# The minting primitives live with the build tooling that also needs them
+# (scripts/jws.py, the PGO trainer's workload); tests import from there, never
+# the other way round.
+_SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
+if _SCRIPTS not in sys.path:
+    sys.path.append(_SCRIPTS)
+
+import jws  # noqa: E402  (scripts/, appended just above)
+
+# Re-exported: every caller keeps writing ``forge.mint``, ``forge.CURVES``...
+ALGORITHMS = jws.ALGORITHMS
+CURVES = jws.CURVES
+EC_ALGORITHMS = jws.EC_ALGORITHMS
+EC_ORDER = jws.EC_ORDER
+EC_SIZE = jws.EC_SIZE
+ED25519_L = jws.ED25519_L
+EDDSA_ALGORITHMS = jws.EDDSA_ALGORITHMS
+HMAC_ALGORITHMS = jws.HMAC_ALGORITHMS
+P256_N = jws.P256_N
+P384_N = jws.P384_N
+P521_N = jws.P521_N
+RSA_ALGORITHMS = jws.RSA_ALGORITHMS
+SECP256K1_N = jws.SECP256K1_N
+Curve = jws.Curve
+b64url = jws.b64url
+ecdsa_raw = jws.ecdsa_raw
+flip_bit = jws.flip_bit
+generate = jws.generate
+json_bytes = jws.json_bytes
+mint = jws.mint
+public_of = jws.public_of
+segment = jws.segment
+sha = jws.sha
+sign = jws.sign
+signature_of = jws.signature_of
+signing_input = jws.signing_input
+spki_pem = jws.spki_pem
+tamper = jws.tamper
+unb64url = jws.unb64url
+with_signature = jws.with_signature
+_public_bytes = jws.public_bytes
+_serialization = jws.serialization
 
 #: A fixed point in time every test measures against (2023-11-14T22:13:20Z).
 NOW = 1_700_000_000
@@ -39,70 +83,12 @@ NOW = 1_700_000_000
 #: A secret nobody would type by accident: tests grep messages and logs for it.
 SECRET = b"TOPSECRET-grelmicro-test-hmac-key-0123456789abcdef"
 
-HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
-RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
-EC_ALGORITHMS = ("ES256", "ES384", "ES512", "ES256K")
-EDDSA_ALGORITHMS = ("EdDSA", "Ed25519")
-#: Every JWS algorithm the verifier supports (design §3).
-ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS + EDDSA_ALGORITHMS
 #: One algorithm per asymmetric family.
 ASYMMETRIC = ("RS256", "PS256", "ES256", "EdDSA")
 
-# Group orders (public constants of each curve).
-P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-P384_N = int(
-    "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFC7634D81F4372DDF"
-    "581A0DB248B0A77AECEC196ACCC52973",
-    16,
-)
-P521_N = int(
-    "01FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF"
-    "FA51868783BF2F966B7FCC0148F709A5D03BB5C9B8899C47AEBB6FB71E91386409",
-    16,
-)
-SECP256K1_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-ED25519_L = 2**252 + 27742317777372353535851937790883648493
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One ECDSA algorithm's curve (RFC 7518 §3.4, RFC 8812 for ES256K)."""
-
-    cryptography_name: str  # the class name in cryptography.hazmat...ec
-    crv: str  # the JWK "crv" member
-    size: int  # bytes of one coordinate (and of r, s)
-    hash_bits: str
-    order: int
-
-
-#: ECDSA algorithm -> its curve.
-CURVES = {
-    "ES256": Curve("SECP256R1", "P-256", 32, "256", P256_N),
-    "ES384": Curve("SECP384R1", "P-384", 48, "384", P384_N),
-    "ES512": Curve("SECP521R1", "P-521", 66, "512", P521_N),
-    "ES256K": Curve("SECP256K1", "secp256k1", 32, "256", SECP256K1_N),
-}
-#: Byte width of one ECDSA coordinate (r or s) per JWS algorithm.
-EC_SIZE = {alg: curve.size for alg, curve in CURVES.items()}
-EC_ORDER = {alg: curve.order for alg, curve in CURVES.items()}
 _CRV_OF_CURVE_NAME = {curve.cryptography_name.lower(): curve.crv for curve in CURVES.values()}
 
-_HMAC = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}
-
-
 # --- encoding ---------------------------------------------------------------
-
-
-def b64url(data: bytes) -> str:
-    """Unpadded base64url (RFC 7515 §2)."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def unb64url(text: str | bytes) -> bytes:
-    """Inverse of :func:`b64url` (tolerant: for reading our own tokens only)."""
-    if isinstance(text, str):
-        text = text.encode("ascii")
-    return base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
 
 
 def canonical(segment: str) -> bool:
@@ -115,52 +101,12 @@ def canonical(segment: str) -> bool:
         return False
 
 
-def json_bytes(value: Any) -> bytes:
-    """Compact JSON as an issuer sends it; ``bytes`` pass through, ``str`` is UTF-8 text.
-
-    A ``str`` is taken as JSON text already written (to build duplicates, odd
-    spacing, escapes); ``bytes`` let invalid JSON or invalid UTF-8 through.
-    """
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def segment(value: Any) -> str:
-    """A base64url segment from a dict/list (JSON), ``str`` (JSON text) or raw ``bytes``."""
-    return b64url(json_bytes(value))
-
-
-def signing_input(header: Any, payload: Any) -> str:
-    """``b64url(header) "." b64url(payload)`` (RFC 7515 §5.1)."""
-    return segment(header) + "." + segment(payload)
-
-
 def _int_b64(value: int, size: int | None = None) -> str:
     length = size if size is not None else max(1, (value.bit_length() + 7) // 8)
     return b64url(value.to_bytes(length, "big"))
 
 
 # --- signatures -------------------------------------------------------------
-
-
-def sha(bits: str) -> Any:
-    """A ``cryptography`` SHA-2 hash object: ``sha("256")``."""
-    from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
-
-    return getattr(hashes, f"SHA{bits}")()
-
-
-def ecdsa_raw(der: bytes, size: int) -> bytes:
-    """DER ECDSA signature -> the JWS form r‖s, each ``size`` bytes (RFC 7518 §3.4)."""
-    from cryptography.hazmat.primitives.asymmetric.utils import (  # noqa: PLC0415
-        decode_dss_signature,
-    )
-
-    r, s = decode_dss_signature(der)
-    return r.to_bytes(size, "big") + s.to_bytes(size, "big")
 
 
 def ecdsa_der(raw: bytes) -> bytes:
@@ -181,52 +127,6 @@ def rs(r: int, s: int, size: int) -> bytes:
     return (r & mask).to_bytes(size, "big") + (s & mask).to_bytes(size, "big")
 
 
-def sign(alg: str, key: Any, message: bytes, *, salt_length: int | None = None) -> bytes:
-    """The JWA signature of ``alg`` over ``message`` with ``key``.
-
-    ``key`` is ``bytes`` for HS* (standard library only), else a
-    ``cryptography`` private key. ``salt_length`` overrides the PSS salt (JWA
-    mandates the hash length).
-    """
-    if alg in _HMAC:
-        return hmac.new(bytes(key), message, _HMAC[alg]).digest()
-    from cryptography.hazmat.primitives.asymmetric import ec, padding  # noqa: PLC0415
-
-    if alg in RSA_ALGORITHMS:
-        digest = sha(alg[2:])
-        if alg.startswith("RS"):
-            return key.sign(message, padding.PKCS1v15(), digest)
-        salt = digest.digest_size if salt_length is None else salt_length
-        return key.sign(message, padding.PSS(padding.MGF1(digest), salt), digest)
-    if alg in CURVES:
-        curve = CURVES[alg]
-        return ecdsa_raw(key.sign(message, ec.ECDSA(sha(curve.hash_bits))), curve.size)
-    if alg in EDDSA_ALGORITHMS:
-        return key.sign(message)
-    raise ValueError(f"forge cannot sign {alg!r}")
-
-
-def mint(
-    header: Any,
-    payload: Any,
-    key: Any,
-    alg: str | None = None,
-    *,
-    salt_length: int | None = None,
-) -> str:
-    """A compact JWS. ``alg`` picks the signature maths (default: the header's ``alg``).
-
-    ``header`` and ``payload`` are dicts (compact JSON), JSON text (``str``)
-    or raw ``bytes``.
-    """
-    if alg is None:
-        alg = header["alg"]
-    assert alg is not None
-    message = signing_input(header, payload)
-    signature = sign(alg, key, message.encode("ascii"), salt_length=salt_length)
-    return message + "." + b64url(signature)
-
-
 def signed(text: str, key: Any, alg: str) -> str:
     """``text`` (``header.payload`` as written, canonical or not) with its signature appended."""
     return f"{text}.{b64url(sign(alg, key, text.encode('ascii')))}"
@@ -243,45 +143,7 @@ def parts(token: str) -> list[str]:
     return token.split(".")
 
 
-def with_signature(token: str, signature: bytes) -> str:
-    """``token`` with its signature replaced by ``signature`` (re-encoded)."""
-    head, body, _ = token.split(".")
-    return f"{head}.{body}.{b64url(signature)}"
-
-
-def signature_of(token: str) -> bytes:
-    """The decoded signature of ``token``."""
-    return unb64url(token.split(".")[2])
-
-
-def flip_bit(data: bytes, index: int, bit: int = 0) -> bytes:
-    """``data`` with one bit flipped."""
-    out = bytearray(data)
-    out[index] ^= 1 << bit
-    return bytes(out)
-
-
-def tamper(token: str) -> str:
-    """``token`` with one bit of its signature flipped (still canonical base64url)."""
-    return with_signature(token, flip_bit(signature_of(token), 0))
-
-
 # --- keys -------------------------------------------------------------------
-
-
-def generate(alg: str, *, rsa_bits: int = 2048, rsa_exponent: int = 65537) -> Any:
-    """A fresh private key (or a fixed HMAC secret of the hash's length) for ``alg``."""
-    if alg in HMAC_ALGORITHMS:
-        return hashlib.sha512(f"secret for {alg}".encode()).digest()[: int(alg[2:]) // 8]
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: PLC0415
-
-    if alg in RSA_ALGORITHMS:
-        return rsa.generate_private_key(public_exponent=rsa_exponent, key_size=rsa_bits)
-    if alg in CURVES:
-        return ec.generate_private_key(getattr(ec, CURVES[alg].cryptography_name)())
-    if alg in EDDSA_ALGORITHMS:
-        return ed25519.Ed25519PrivateKey.generate()
-    raise ValueError(f"unknown algorithm {alg}")
 
 
 def ec_key_from_scalar(scalar: int, curve: Any) -> Any:
@@ -289,29 +151,6 @@ def ec_key_from_scalar(scalar: int, curve: Any) -> Any:
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
     return ec.derive_private_key(scalar, curve)
-
-
-def public_of(key: Any) -> Any:
-    """The public key of a private key; a public key is returned as it is."""
-    return key.public_key() if hasattr(key, "public_key") else key
-
-
-def _serialization() -> Any:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-
-    return serialization
-
-
-def _public_bytes(key: Any, encoding: str, public_format: str) -> bytes:
-    ser = _serialization()
-    return public_of(key).public_bytes(
-        getattr(ser.Encoding, encoding), getattr(ser.PublicFormat, public_format)
-    )
-
-
-def spki_pem(key: Any) -> bytes:
-    """SubjectPublicKeyInfo PEM (``-----BEGIN PUBLIC KEY-----``) of a private or public key."""
-    return _public_bytes(key, "PEM", "SubjectPublicKeyInfo")
 
 
 def spki_der(key: Any) -> bytes:

