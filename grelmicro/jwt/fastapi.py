@@ -54,8 +54,11 @@ from starlette.websockets import WebSocket, WebSocketState
 
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
+from grelmicro.jwt._confirmation import JKT, confirmation
+from grelmicro.jwt._grants import granted_scopes, missing
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import (
+    BindingError,
     ConfigurationError,
     KeysUnavailableError,
     TokenRejectedError,
@@ -97,6 +100,8 @@ _DETAILS = {
     "missing-claim": "The token lacks a required claim.",
     "invalid-claim": "A claim of the token has the wrong type or value.",
     "dpop-binding": "The token is bound to a DPoP key; present it with the DPoP scheme.",
+    "binding": "The token's confirmation claim (cnf) cannot be read.",
+    "unchecked-binding": "The token is bound by a confirmation method this service does not check.",
 }
 
 _RETRY_AFTER = 5
@@ -293,8 +298,19 @@ class JWTBearer(SecurityBase):
 
         Its holder must also prove possession of its key.
         """
-        if _is_bound(claims):
+        self._check_confirmation(claims, ())
+
+    def _check_confirmation(self, claims: Claims, checked: tuple[str, ...]) -> None:
+        """Refuse a token bound by a ``cnf`` method not in ``checked`` (fail closed)."""
+        try:
+            bound = confirmation(claims)
+        except BindingError as exc:
+            raise self._invalid_token(exc.reason) from None
+        if bound.jkt is not None and JKT not in checked:
             raise self._invalid_token("dpop-binding")
+        refused = bound.unchecked(checked)
+        if refused is not None:
+            raise self._invalid_token(refused.reason)
 
     def _token_refused(self, scheme: str, reason: str) -> BearerError:  # noqa: ARG002
         """The refusal of a token presented with ``scheme`` (DPoPBearer words it per scheme)."""
@@ -345,22 +361,9 @@ class JWTBearer(SecurityBase):
         return token
 
     def _check_scopes(self, claims: Claims, required: list[str]) -> None:
-        granted = self._granted(claims)
-        for scope in required:
-            if scope not in granted:
-                raise self._insufficient_scope(required)
-
-    def _granted(self, claims: Claims) -> set[str]:
-        """Scopes the token grants: ``scope``, ``scp`` and, if asked, ``permissions``."""
-        granted: set[str] = set()
-        names = ("scope", "scp", "permissions") if self.permissions else ("scope", "scp")
-        for name in names:
-            value = claims.get(name)
-            if isinstance(value, str):
-                granted.update(value.split())
-            elif isinstance(value, tuple):
-                granted.update(item for item in value if isinstance(item, str))
-        return granted
+        granted = granted_scopes(claims, permissions=self.permissions)
+        if missing(granted, required):
+            raise self._insufficient_scope(required)
 
     # -- refusals ------------------------------------------------------------
 
@@ -589,12 +592,6 @@ class JWTBearer(SecurityBase):
         if body["ready"]:
             return JSONResponse(body)
         return JSONResponse(body, status_code=503, headers={"Retry-After": str(self.retry_after)})
-
-
-def _is_bound(claims: Claims) -> bool:
-    """Whether the token is sender-constrained with DPoP (``cnf.jkt``, RFC 9449 §6)."""
-    cnf = claims.get("cnf")
-    return isinstance(cnf, Mapping) and cnf.get("jkt") is not None
 
 
 def _has_query_token(query: bytes) -> bool:

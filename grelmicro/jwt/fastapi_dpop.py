@@ -44,6 +44,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
 from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._confirmation import JKT
 from grelmicro.jwt._core import normalize_htu
 from grelmicro.jwt._dpop import DPoPVerifier
 from grelmicro.jwt._verifier import JWTVerifier
@@ -199,6 +200,7 @@ class DPoPBearer(JWTBearer):
             raise self._proof_refused(exc.reason) from None
         except DPoPBindingError as exc:
             raise self._token_refused("DPoP", exc.reason) from None
+        self._check_confirmation(claims, (JKT,))
 
     # -- refusals ----------------------------------------------------------------------
 

@@ -301,12 +301,32 @@ def test_scope_is_checked_only_after_the_signature(client):
         {"scope": "profile read:items"},
         {"scp": "read:items"},
         {"scp": ["profile", "read:items"]},
-        {"scope": "profile", "scp": ["read:items"]},
     ],
-    ids=["scope", "scp-string", "scp-array", "scope-and-scp"],
+    ids=["scope", "scp-string", "scp-array"],
 )
 def test_scopes_from_scope_and_scp(client, claims):
     assert client.get("/items", headers=bearer(mint(**claims))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        # scope wins over scp: the route once merged them (Claims never did)
+        {"scope": "profile", "scp": ["read:items"]},
+        # RFC 6749 §3.3 separates scopes with U+0020 only (the route once split on any whitespace)
+        {"scope": "profile\tread:items"},
+        {"scope": "profile\u00a0read:items"},
+        {"scope": "profile\u2003read:items"},
+        {"scp": "profile\nread:items"},
+        {"scp": ["read:items\u00e9"]},
+    ],
+    ids=["scope-and-scp", "tab", "no-break-space", "em-space", "scp-newline", "non-ascii"],
+)
+def test_the_route_grants_exactly_what_claims_has_scopes_grants(client, claims):
+    response = client.get("/items", headers=bearer(mint(**claims)))
+    assert response.status_code == 403
+    assert problem(response)["reason"] == "insufficient-scope"
+    assert not make_verifier().verify(mint(**claims)).has_scopes("read:items")
 
 
 def test_permissions_count_only_when_configured(client):
@@ -315,6 +335,41 @@ def test_permissions_count_only_when_configured(client):
     app, _ = build(permissions=True)
     with serve(app) as auth0:
         assert auth0.get("/items", headers=bearer(token)).status_code == 200
+
+
+# -- confirmation (cnf): checked or refused ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cnf", "reason"),
+    [
+        ({"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}, "dpop-binding"),
+        ({"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"}, "unchecked-binding"),
+        (
+            {
+                "jwk": {
+                    "kty": "OKP",
+                    "crv": "Ed25519",
+                    "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+                }
+            },
+            "unchecked-binding",
+        ),
+        ({"kid": "k1"}, "unchecked-binding"),
+        ({}, "binding"),
+        ({"jkt": None}, "binding"),
+        ("bound", "binding"),
+        ({"x5t#S256": "short"}, "binding"),
+    ],
+    ids=["jkt", "x5t-S256", "jwk", "kid", "empty", "null-jkt", "not-an-object", "bad-x5t"],
+)
+def test_a_token_bound_by_a_method_the_route_does_not_check_is_refused(client, cnf, reason):
+    response = client.get("/me", headers=bearer(mint(cnf=cnf)))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        f'Bearer realm="api", error="invalid_token", error_description="{reason}"'
+    )
+    assert problem(response)["reason"] == reason
 
 
 # -- 400 invalid_request -------------------------------------------------------------------
