@@ -281,6 +281,7 @@ def build_app(public_pem: bytes) -> Any:
     dpop = DPoPBearer(
         verifier,
         DPoPVerifier("accepted", replay_store=ReplayStore(1 << 20, shards=1), clock=lambda: NOW),
+        trust_host_header=True,  # the bench addresses 127.0.0.1:<port>
     )
     app = FastAPI()
     bearer.install(app)

@@ -66,6 +66,8 @@ class DPoPAuth(httpx.Auth):
 
 def build(dpop: DPoPVerifier | None = None, **options: Any) -> FastAPI:
     verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    if "public_url" not in options and "allowed_hosts" not in options:
+        options.setdefault("trust_host_header", True)  # the tests address 127.0.0.1:<port>
     auth = DPoPBearer(verifier, dpop or DPoPVerifier(clock=lambda: NOW), **options)
     app = FastAPI()
     auth.install(app)
@@ -282,7 +284,7 @@ def test_the_openapi_document_describes_the_dpop_scheme():
 
 def test_optional_variant_keeps_the_dpop_rules():
     verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
-    auth = DPoPBearer(verifier, DPoPVerifier(clock=lambda: NOW))
+    auth = DPoPBearer(verifier, DPoPVerifier(clock=lambda: NOW), trust_host_header=True)
     app = FastAPI()
     auth.install(app)
 
