@@ -25,6 +25,8 @@ from websockets.sync.client import connect
 
 from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key
 from grelmicro.jwt.fastapi import JWTBearer, check_routes
+from grelmicro.jwt.fastapi._challenges import Challenges
+from grelmicro.jwt.fastapi._presentation import read_credentials
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://api.example.com"
@@ -402,6 +404,58 @@ def test_token_in_the_query_string_is_never_used(client):
     )
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["Bearer\t{token}", "Bearer \t {token}", "bearer\t\t{token}"],
+    ids=["tab-separator", "mixed-whitespace", "two-tabs"],
+)
+def test_whitespace_around_the_scheme_still_reads_the_credentials(client, value):
+    # RFC 9110 optional whitespace: once read as "no credentials" (a bare 401).
+    response = client.get("/me", headers=[(b"Authorization", value.format(token=mint()).encode())])
+    assert response.status_code == 200
+    assert response.json()["sub"] == "user-1"
+
+
+@pytest.mark.parametrize(
+    ("value", "scheme", "token"),
+    [
+        (b" Bearer abc", "Bearer", b"abc"),
+        (b"\tBearer abc", "Bearer", b"abc"),
+        (b"Bearer\tabc\t", "Bearer", b"abc"),
+        (b"BEARER  abc", "Bearer", b"abc"),
+        (b"Basic abc", None, None),
+        (b"Bearerabc", None, None),
+    ],
+    ids=[
+        "leading-space",
+        "leading-tab",
+        "tab-around",
+        "two-spaces",
+        "other-scheme",
+        "no-separator",
+    ],
+)
+def test_the_credentials_reader_trims_optional_whitespace(value, scheme, token):
+    # Leading whitespace never crosses h11, but other servers pass it through:
+    # the reader once read " Bearer <token>" as no credentials.
+    scope = {"type": "http", "headers": [(b"authorization", value)], "query_string": b""}
+    read = read_credentials(scope, {b"bearer": "Bearer"}, Challenges(None, 5))
+    assert (read and read.scheme, read and read.token) == (scheme, token)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["access%5Ftoken=x", "%61ccess_token=x", "page=1&access%5ftoken=", "access_token"],
+    ids=["escaped-underscore", "escaped-letter", "lower-case-escape", "bare-name"],
+)
+def test_an_encoded_query_token_is_still_refused(client, query):
+    # ?access%5Ftoken= once escaped the query-token check (a plain byte search).
+    response = client.get(f"/me?{query}", headers=bearer(mint()))
+    assert response.status_code == 400
+    assert problem(response)["reason"] == "multiple-tokens"
+    assert client.get(f"/me?{query}").json()["reason"] == "query-token"
+
+
 def test_empty_bearer_credentials_are_invalid_request(client):
     response = client.get("/me", headers={"Authorization": "Bearer"})
     assert response.status_code == 400
@@ -491,6 +545,8 @@ def test_discovery_shows_an_openid_connect_scheme(server: DocumentServer):
         schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
         token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
         assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
+    assert verifier.discovery_url == f"{base}/.well-known/openid-configuration"
+    assert make_verifier().discovery_url is None
     assert schemes == {
         "JWTBearer": {
             "type": "openIdConnect",

@@ -224,6 +224,29 @@ def test_refusals_answer_per_rfc_9449():
     )
 
 
+def test_the_dpop_scheme_path_refuses_query_tokens_and_empty_credentials_with_a_dpop_challenge():
+    with serve(build()) as client:
+        uri = str(client.base_url).rstrip("/") + "/items"
+        headers = {"Authorization": f"DPoP {BOUND}", "DPoP": SIGNER.proof("GET", uri, BOUND)}
+        # The DPoP scheme once skipped the query-token check.
+        query = client.get("/items?access_token=x", headers=headers)
+        # "DPoP " arrives as "DPoP": the server trims the trailing space.
+        empty = client.get("/items", headers={"Authorization": "DPoP"})
+        lower = client.get("/items", headers={"Authorization": "dpop"})
+
+    assert query.status_code == 400
+    assert query.headers["www-authenticate"] == (
+        f'DPoP error="invalid_request", error_description="multiple-tokens", {ALGS}'
+    )
+    # An empty DPoP credential once got a Bearer challenge.
+    for response in (empty, lower):
+        assert response.status_code == 400
+        assert response.headers["www-authenticate"] == (
+            f'DPoP error="invalid_request", error_description="empty-token", {ALGS}'
+        )
+        assert response.json()["reason"] == "empty-token"
+
+
 def test_required_mode_challenges_with_dpop_only_and_refuses_bearer_tokens():
     dpop = DPoPVerifier("required", algorithms=["ES256", "EdDSA"], clock=lambda: NOW)
     with serve(build(dpop, realm="api")) as client:
