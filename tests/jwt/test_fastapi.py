@@ -339,6 +339,112 @@ def test_permissions_count_only_when_configured(client):
         assert auth0.get("/items", headers=bearer(token)).status_code == 200
 
 
+# -- roles from configured claim paths --------------------------------------------------
+
+
+def roles_app() -> FastAPI:
+    auth = JWTBearer(
+        make_verifier(),
+        realm="api",
+        role_claims=["realm_access.roles", "resource_access.orders-api.roles"],
+    )
+    app = FastAPI()
+    auth.install(app)
+    clerk = auth.require_roles("clerk")
+
+    @app.get("/orders")
+    def orders(
+        claims: Annotated[Claims, Security(clerk, scopes=["orders:read"])],
+    ) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    @app.delete("/orders")
+    def purge(claims: Annotated[Claims, Depends(clerk.require_roles("admin"))]) -> dict[str, Any]:
+        return {"purged_by": claims.subject}
+
+    @app.get("/maybe")
+    def maybe(claims: Annotated[Claims | None, Depends(clerk.optional)]) -> dict[str, Any]:
+        return {"sub": None if claims is None else claims.subject}
+
+    return app
+
+
+KEYCLOAK = {
+    "scope": "orders:read",
+    "realm_access": {"roles": ["clerk"]},
+    "resource_access": {"orders-api": {"roles": ["admin"]}, "other": {"roles": ["root"]}},
+}
+
+
+def test_roles_are_read_from_the_configured_claim_paths():
+    with serve(roles_app()) as client:
+        read = client.get("/orders", headers=bearer(mint(**KEYCLOAK)))
+        purge = client.delete("/orders", headers=bearer(mint(**KEYCLOAK)))
+        maybe = client.get("/maybe")
+        document = client.get("/openapi.json").json()
+
+    assert read.json() == {"sub": "user-1"}
+    assert purge.json() == {"purged_by": "user-1"}
+    assert maybe.json() == {"sub": None}
+    # One security scheme in the document, whatever roles a route requires.
+    assert list(document["components"]["securitySchemes"]) == ["JWTBearer"]
+    assert document["paths"]["/orders"]["get"]["security"] == [{"JWTBearer": ["orders:read"]}]
+
+
+@pytest.mark.parametrize(
+    ("claims", "missing"),
+    [
+        ({**KEYCLOAK, "realm_access": {"roles": ["guest"]}}, ["clerk"]),
+        ({**KEYCLOAK, "resource_access": {"orders-api": {"roles": []}}}, ["admin"]),
+        # a role at a path that is not configured grants nothing
+        (
+            {"roles": ["clerk", "admin"], "resource_access": {"other": {"roles": ["admin"]}}},
+            ["clerk", "admin"],
+        ),
+        ({**KEYCLOAK, "realm_access": {"roles": "clerk admin"}}, ["clerk"]),
+    ],
+    ids=["realm-role-missing", "client-role-missing", "unconfigured-paths", "string-is-one-role"],
+)
+def test_a_missing_role_is_403_naming_what_was_missing(claims, missing):
+    with serve(roles_app()) as client:
+        response = client.delete("/orders", headers=bearer(mint(**claims)))
+
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="insufficient_scope", error_description="insufficient-role"'
+    )
+    body = problem(response)
+    assert body["reason"] == "insufficient-role"
+    assert body["missing"] == missing
+    assert body["detail"] == f"The token lacks a required role: {', '.join(missing)}."
+    verified = make_verifier().verify(mint(**claims))
+    paths = ["realm_access.roles", "resource_access.orders-api.roles"]
+    assert not verified.has_roles("clerk", "admin", paths=paths)
+
+
+def test_roles_are_checked_only_after_the_signature_and_the_scopes_still_count():
+    with serve(roles_app()) as client:
+        forged = client.get("/orders", headers=bearer(tamper(mint(**KEYCLOAK))))
+        no_scope = client.get("/orders", headers=bearer(mint(**{**KEYCLOAK, "scope": "x"})))
+
+    assert forged.status_code == 401
+    assert no_scope.status_code == 403
+    assert problem(no_scope)["reason"] == "insufficient-scope"
+    assert problem(no_scope)["missing"] == ["orders:read"]
+
+
+@pytest.mark.parametrize("roles", [(), ("",), (5,)])
+def test_require_roles_needs_role_names(roles):
+    with pytest.raises(ConfigurationError, match="role"):
+        JWTBearer(make_verifier()).require_roles(*roles)
+
+
+@pytest.mark.parametrize("paths", ["", "a..b", [], [("a", "")], 5])
+def test_role_claims_must_be_claim_paths(paths):
+    with pytest.raises(ConfigurationError, match="path"):
+        JWTBearer(make_verifier(), role_claims=paths)
+
+
 # -- confirmation (cnf): checked or refused ---------------------------------------------
 
 

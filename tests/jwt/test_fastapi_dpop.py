@@ -288,6 +288,57 @@ def test_behind_a_proxy_htu_is_the_public_url():
     assert public.status_code == 200
 
 
+def test_a_dpop_bearer_needs_to_know_the_origin_clients_address():
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    for mode in ("required", "accepted"):
+        with pytest.raises(ConfigurationError) as caught:
+            DPoPBearer(verifier, DPoPVerifier(mode))
+        for option in ("public_url=", "allowed_hosts=", "trust_host_header=True"):
+            assert option in str(caught.value)
+    assert DPoPBearer(verifier, DPoPVerifier("off")).dpop.mode == "off"  # htu is never read
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"public_url": "https://api.example.com", "trust_host_header": True},
+        {"public_url": "https://api.example.com", "allowed_hosts": ["api.example.com"]},
+        {"allowed_hosts": []},
+        {"allowed_hosts": ["https://api.example.com"]},
+        {"allowed_hosts": [5]},
+        {"trust_host_header": "yes"},
+    ],
+    ids=["url-and-trust", "url-and-hosts", "no-hosts", "url-as-host", "not-text", "not-bool"],
+)
+def test_the_origin_options_are_checked(options: dict[str, Any]):
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    with pytest.raises(ConfigurationError):
+        DPoPBearer(verifier, DPoPVerifier(), **options)
+
+
+def test_a_host_header_naming_another_origin_is_refused_with_allowed_hosts():
+    # The audit's case: a proof made for another origin, replayed with a Host
+    # naming that origin. trust_host_header=True accepts it (the client chose
+    # Host); allowed_hosts refuses a Host outside the list.
+    def request(client: httpx.Client, host: str) -> httpx.Response:
+        proof = SIGNER.proof("GET", f"http://{host}/items", BOUND)
+        return client.get(
+            "/items", headers={"Authorization": f"DPoP {BOUND}", "DPoP": proof, "Host": host}
+        )
+
+    with serve(build(trust_host_header=True)) as trusting:
+        assert request(trusting, "api.other.example").status_code == 200
+    with serve(build(allowed_hosts=["API.example.com"])) as client:
+        other = request(client, "api.other.example")
+        listed = request(client, "api.example.com")
+        direct = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))  # Host: 127.0.0.1:<port>
+
+    assert listed.status_code == 200
+    for refused in (other, direct):
+        assert refused.status_code == 401
+        assert refused.json()["reason"] == "dpop-proof"
+
+
 @pytest.mark.parametrize("url", ["ftp://x", "https://api.example.com/base", "not a url"])
 def test_public_url_must_be_an_origin(url: str):
     with pytest.raises(ConfigurationError):
