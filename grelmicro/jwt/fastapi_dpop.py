@@ -178,7 +178,7 @@ class DPoPBinding(Binding):
             return presentation
         if len(proofs) > 1:
             raise self._proof_refused(challenges, DPoPProofError.reason)
-        return Presentation(presentation.scheme, presentation.token, proofs[0])
+        return presentation._replace(proof=proofs[0])
 
     def _uri(self, connection: HTTPConnection, challenges: Challenges) -> str:
         """The request URI as the client addressed it (``htu``)."""

@@ -165,8 +165,12 @@ class JWTBearer(SecurityBase):
                 return None
             for binding in self.bindings:
                 presentation = binding.read(scope, presentation, self.challenges)
-            claims = await self._verify(presentation)
-            self._check_binding(connection, presentation, claims)
+            try:
+                claims = self.verifier.verify(presentation.token)
+            except (TokenRejectedError, KeysUnavailableError) as exc:
+                claims = await self._after_refusal(presentation, exc)
+            if self.bindings or "cnf" in claims:
+                self._check_binding(connection, presentation, claims)
             if security_scopes.scopes or self._required_roles:
                 self._check_grants(claims, security_scopes.scopes)
         except BearerError as exc:
@@ -175,24 +179,23 @@ class JWTBearer(SecurityBase):
             raise
         return claims
 
-    async def _verify(self, presentation: Presentation) -> Claims:
-        """Verify the token; when its key may be new or loading, wait for the refetch.
+    async def _after_refusal(
+        self, presentation: Presentation, exc: TokenRejectedError | KeysUnavailableError
+    ) -> Claims:
+        """A refused verification: answer it, or wait for the key refetch and verify again.
 
-        The one place the dependency decides to refetch: a token of an unknown
-        key, or no keys yet, goes to ``verify_async``, which waits for the
-        fetch the sync call started (one per cooldown).
+        The one place the dependency decides to refetch: a token of an
+        unknown key, or no keys yet, goes to ``verify_async``, which waits
+        for the fetch the sync call started (one per cooldown); any other
+        refusal is answered at once.
         """
-        token = presentation.token
+        scheme = presentation.scheme
+        if not isinstance(exc, (UnknownKeyError, KeysUnavailableError)):
+            raise self.challenges.invalid_token(exc.reason, scheme) from None
         try:
-            return self.verifier.verify(token)
-        except (UnknownKeyError, KeysUnavailableError):
-            pass
-        except TokenRejectedError as exc:
-            raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
-        try:
-            return await self.verifier.verify_async(token)
-        except TokenRejectedError as exc:
-            raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
+            return await self.verifier.verify_async(presentation.token)
+        except TokenRejectedError as again:
+            raise self.challenges.invalid_token(again.reason, scheme) from None
         except KeysUnavailableError:
             raise self.challenges.unavailable() from None
 
@@ -200,8 +203,6 @@ class JWTBearer(SecurityBase):
         self, connection: HTTPConnection, presentation: Presentation, claims: Claims
     ) -> None:
         """Every confirmation method in ``cnf`` is checked by a binding, or the token is refused."""
-        if "cnf" not in claims and not self.bindings:
-            return  # the usual bearer token: nothing to read
         try:
             bound = confirmation(claims)
         except BindingError as exc:
@@ -219,13 +220,13 @@ class JWTBearer(SecurityBase):
     def _check_grants(self, claims: Claims, scopes: Sequence[str]) -> None:
         if scopes:
             granted = _grants.granted_scopes(claims, permissions=self.permissions)
-            missing = _grants.missing(granted, scopes)
-            if missing:
+            if not granted.issuperset(scopes):
+                missing = _grants.missing(granted, scopes)
                 raise self.challenges.insufficient_scope(scopes, missing)
         if self._required_roles:
             roles = _grants.roles_at(claims, self.role_claims)
-            missing = _grants.missing(roles, self._required_roles)
-            if missing:
+            if not roles.issuperset(self._required_roles):
+                missing = _grants.missing(roles, self._required_roles)
                 raise self.challenges.insufficient_role(missing)
 
     async def _close(self, connection: HTTPConnection, exc: BearerError) -> None:

@@ -161,9 +161,7 @@ class CertificateBinding(Binding):
         certificate = self._certificate(scope)
         if certificate is None:
             return presentation
-        return Presentation(
-            presentation.scheme, presentation.token, presentation.proof, certificate
-        )
+        return presentation._replace(certificate=certificate)
 
     def _certificate(self, scope: Scope) -> bytes | None:
         """The client certificate (DER) the server or the trusted proxy provides."""

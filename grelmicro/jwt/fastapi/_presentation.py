@@ -12,7 +12,7 @@ certificate) is read by that binding into the same object.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 from starlette.types import Scope
@@ -25,13 +25,9 @@ __all__ = ["SUBPROTOCOL", "Presentation", "read_credentials"]
 #: headers offers ``Sec-WebSocket-Protocol: bearer, <token>``.
 SUBPROTOCOL = "bearer"
 
-#: RFC 9110 optional whitespace.
-_OWS = b" \t"
 
-
-@dataclass(frozen=True, slots=True)
-class Presentation:
-    """How the request presented its token.
+class Presentation(NamedTuple):
+    """How the request presented its token (immutable; a binding adds with ``_replace``).
 
     ``scheme`` is ``"Bearer"`` or another scheme a binding reads (``"DPoP"``);
     ``proof`` is the DPoP proof header and ``certificate`` the client
@@ -44,29 +40,20 @@ class Presentation:
     certificate: bytes | None = None
 
 
-def _authorization(scope: Scope, errors: Challenges) -> bytes | None:
-    """The request's one ``Authorization`` header, ``None`` if it has none."""
-    value: bytes | None = None
-    for name, raw in scope["headers"]:
-        if name == b"authorization":
-            if value is not None:
-                raise errors.invalid_request("multiple-tokens")
-            value = raw
-    return value
-
-
 def _split(value: bytes) -> tuple[bytes, bytes]:
-    """``(scheme, credentials)`` of an ``Authorization`` value, whitespace trimmed."""
-    value = value.strip(_OWS)
-    for index, byte in enumerate(value):
-        if byte in _OWS:
-            return value[:index], value[index:].lstrip(_OWS)
-    return value, b""
+    """``(scheme, credentials)`` of an ``Authorization`` value, whitespace trimmed.
+
+    Spaces and tabs (RFC 9110 optional whitespace; a token68 holds neither)
+    around and after the scheme are skipped.
+    """
+    parts = value.split(None, 1)
+    if len(parts) == 2:
+        return parts[0], parts[1].rstrip()
+    return (parts[0] if parts else b""), b""
 
 
 def _has_query_token(query: bytes) -> bool:
-    if b"access_token" not in query and b"%" not in query:
-        return False  # the usual request: no parsing
+    """Whether the query string names ``access_token``, percent-encoded or not."""
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     return any(name == "access_token" for name, _ in pairs)
 
@@ -93,24 +80,41 @@ def read_credentials(
             a token in the query string, a token in two places, or a known
             scheme with empty credentials.
     """
-    header = _authorization(scope, errors)
-    scheme: str | None = None
-    token = b""
-    if header is not None:
-        raw_scheme, token = _split(header)
-        scheme = schemes.get(raw_scheme.lower())
+    header: bytes | None = None
+    for name, raw in scope["headers"]:
+        if name == b"authorization":
+            if header is not None:
+                raise errors.invalid_request("multiple-tokens", _scheme_of(header, schemes))
+            header = raw
     query = scope.get("query_string")
-    if query and _has_query_token(query):
-        said = scheme or BEARER
-        raise errors.invalid_request("multiple-tokens" if header else "query-token", said)
+    # Parsed only when it may name the token: the name as is, or escaped.
+    if query and (b"access_token" in query or b"%" in query) and _has_query_token(query):
+        said = _scheme_of(header, schemes)
+        raise errors.invalid_request("query-token" if header is None else "multiple-tokens", said)
     if scope["type"] == "websocket":
         offered = _subprotocol_token(scope)
         if offered is not None:
             if header is not None:
-                raise errors.invalid_request("multiple-tokens", scheme or BEARER)
-            return Presentation(BEARER, offered)
+                raise errors.invalid_request("multiple-tokens", _scheme_of(header, schemes))
+            return _presentation(BEARER, offered)
+    if header is None:
+        return None
+    raw_scheme, token = _split(header)
+    scheme = schemes.get(raw_scheme.lower())
     if scheme is None:
-        return None  # no header, or another scheme: not ours, answered like no credentials
+        return None  # another scheme: not ours, answered like no credentials
     if not token:
         raise errors.invalid_request("empty-token", scheme)
-    return Presentation(scheme, token)
+    return _presentation(scheme, token)
+
+
+def _presentation(scheme: str, token: bytes) -> Presentation:
+    """A :class:`Presentation` built at tuple speed (a NamedTuple's own ``__new__`` is slow)."""
+    return tuple.__new__(Presentation, (scheme, token, None, None))
+
+
+def _scheme_of(header: bytes | None, schemes: Mapping[bytes, str]) -> str:
+    """The scheme to challenge with: the one the client used if known, else Bearer."""
+    if header is None:
+        return BEARER
+    return schemes.get(_split(header)[0].lower(), BEARER)
