@@ -356,3 +356,47 @@ def test_one_binding_per_method():
         JWTBearer(verifier, bindings=[CertificateBinding(), CertificateBinding()])
     with pytest.raises(ConfigurationError, match="Binding"):
         JWTBearer(verifier, bindings=["x"])  # type: ignore[list-item]
+
+
+def test_dpop_and_certificate_bindings_together_check_both_methods(pki: PKI):
+    from dpop_proofs import ProofSigner, access_token  # noqa: PLC0415
+
+    from grelmicro.jwt import DPoPVerifier  # noqa: PLC0415
+    from grelmicro.jwt.fastapi_dpop import DPoPBearer  # noqa: PLC0415
+
+    signer = ProofSigner("ES256")
+    both = access_token(
+        None, cnf={"jkt": signer.jkt, "x5t#S256": certificate_thumbprint(pki.alice.der)}
+    )
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    auth = DPoPBearer(
+        verifier,
+        DPoPVerifier(clock=lambda: NOW),
+        trust_host_header=True,
+        bindings=[CertificateBinding(trusted_header="X-Client-Cert")],
+    )
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/items")
+    def items(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    with serve(app) as client:
+        uri = str(client.base_url).rstrip("/") + "/items"
+
+        def send(**extra: str) -> httpx.Response:
+            proof = signer.proof("GET", uri, both)
+            return client.get(
+                "/items", headers={"Authorization": f"DPoP {both}", "DPoP": proof, **extra}
+            )
+
+        ok = send(**{"X-Client-Cert": quote(pki.alice.pem.decode())})
+        no_certificate = send()
+        other_certificate = send(**{"X-Client-Cert": quote(pki.mallory.pem.decode())})
+
+    assert ok.json() == {"sub": "user-1"}
+    for refused in (no_certificate, other_certificate):
+        assert refused.status_code == 401
+        assert refused.json()["reason"] == "certificate-binding"
+        assert refused.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
