@@ -280,7 +280,11 @@ def build_app(public_pem: bytes) -> Any:
     # One store big enough for every proof of the run, all of it for one
     # key: the bench sends all of one algorithm's proofs with one client key.
     store = ReplayStore(1 << 20, max_per_key=1 << 20, shards=1)
-    dpop = DPoPBearer(verifier, DPoPVerifier("accepted", replay_store=store, clock=lambda: NOW))
+    dpop = DPoPBearer(
+        verifier,
+        DPoPVerifier("accepted", replay_store=store, clock=lambda: NOW),
+        trust_host_header=True,  # the bench addresses 127.0.0.1:<port>
+    )
     app = FastAPI()
     bearer.install(app)
 

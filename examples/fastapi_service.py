@@ -31,8 +31,9 @@ def build_app(verifier: JWTVerifier) -> FastAPI:
     auth.install(app)  # keys loaded at startup, problem+json refusals
     app.add_api_route("/ready", auth.readiness, include_in_schema=False)
 
-    # DPoP-bound tokens only; the same verifier checks the access token.
-    dpop = DPoPBearer(verifier, DPoPVerifier("required"), realm="demo")
+    # DPoP-bound tokens only; the same verifier checks the access token. The demo
+    # runs on a loopback port of its own; a deployed service passes public_url=.
+    dpop = DPoPBearer(verifier, DPoPVerifier("required"), realm="demo", trust_host_header=True)
 
     @app.get("/dpop/items")
     def dpop_items(claims: Annotated[Claims, Security(dpop, scopes=["read:items"])]) -> dict:

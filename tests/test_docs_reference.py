@@ -86,6 +86,7 @@ def test_the_reason_tables_are_the_reasons_table(page: str) -> None:
     # HTTP answer its family gives; only the two roots are never raised.
     from grelmicro.jwt.errors import (  # noqa: PLC0415
         REASONS,
+        AccessDeniedError,
         JWTError,
         KeysUnavailableError,
         TokenRejectedError,
@@ -95,7 +96,7 @@ def test_the_reason_tables_are_the_reasons_table(page: str) -> None:
     table = re.split(r"^\| class \| `?reason`? \|.*$", text, maxsplit=1, flags=re.MULTILINE)[1]
     table = table.split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| `([a-z-]+)`.*\| ([^|]+) \|$", table, re.MULTILINE)
-    answers = {TokenRejectedError: "401", KeysUnavailableError: "503"}
+    answers = {TokenRejectedError: "401", AccessDeniedError: "403", KeysUnavailableError: "503"}
     raised = set(REASONS) - {JWTError.reason, TokenRejectedError.reason}
 
     assert sorted(reason for _, reason, _ in rows) == sorted(raised)

@@ -13,36 +13,17 @@ hands out a deep, mutable copy for code that wants one.
 
 from __future__ import annotations
 
-import re
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
+from grelmicro.jwt import _grants
 from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError, MissingClaimError
 
 __all__ = ["Claims"]
 
 T = TypeVar("T")
-
-#: RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
-_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
-
-
-def _scope_tokens(items: Any) -> frozenset[str]:
-    """The items that are scope tokens by RFC 6749 §3.3; anything else is not a scope."""
-    return frozenset(
-        item for item in items if isinstance(item, str) and _SCOPE_TOKEN.fullmatch(item)
-    )
-
-
-def _scope_string(raw: str) -> frozenset[str]:
-    """A ``scope`` string split on U+0020 only, keeping the valid scope tokens."""
-    if raw.isascii() and raw.isprintable() and '"' not in raw and "\\" not in raw:
-        # The usual case, checked in C: printable ASCII holds no whitespace but
-        # U+0020, so split() splits on spaces only, and every item is a token.
-        return frozenset(raw.split())
-    return _scope_tokens(raw.split(" "))
 
 
 def _thaw(value: Any) -> Any:
@@ -257,26 +238,43 @@ class Claims(Mapping[str, Any]):
 
     @property
     def scopes(self) -> frozenset[str]:
-        """Scopes from ``scope`` (RFC 8693) or ``scp`` (string or list).
+        """Scopes from ``scope`` (RFC 8693) or, when it is absent, ``scp`` (string or list).
 
         A string is split on the space character (U+0020) only, as RFC 6749
         §3.3 says: other whitespace (a no-break space, a tab) does not
         separate scopes. An item with characters outside the scope-token
         grammar (printable ASCII except the double quote and the backslash)
-        is not a scope.
+        is not a scope. ``scope`` wins: ``scp`` is not added to it. The
+        FastAPI dependency reads scopes the same way.
         """
-        raw = self._data.get("scope")
-        if raw is None:
-            raw = self._data.get("scp")
-        if isinstance(raw, str):
-            return _scope_string(raw)
-        if isinstance(raw, tuple):
-            return _scope_tokens(raw)
-        return frozenset()
+        return _grants.granted_scopes(self)
 
-    def has_scopes(self, *required: str) -> bool:
-        """Whether every scope in ``required`` was granted."""
-        return self.scopes.issuperset(required)
+    def has_scopes(self, *required: str, permissions: bool = False) -> bool:
+        """Whether every scope in ``required`` was granted.
+
+        ``permissions=True`` also counts Auth0's ``permissions`` array, as
+        ``JWTBearer(permissions=True)`` does.
+        """
+        return _grants.granted_scopes(self, permissions=permissions).issuperset(required)
+
+    def roles(self, *paths: str | Sequence[str]) -> frozenset[str]:
+        """Roles found at the claim ``paths`` (default: the ``roles`` claim), together.
+
+        A path is dotted (``"realm_access.roles"``,
+        ``"resource_access.my-api.roles"``) or a sequence of claim names (for a
+        name with a dot in it). The value there is an array of strings or one
+        string (one role); anything else grants no role.
+
+        Raises:
+            ConfigurationError: a path is empty or has an empty name.
+        """
+        return _grants.roles_at(self, _grants.role_paths(paths or None))
+
+    def has_roles(
+        self, *required: str, paths: str | Sequence[str | Sequence[str]] = "roles"
+    ) -> bool:
+        """Whether every role in ``required`` is found at ``paths`` (see :meth:`roles`)."""
+        return _grants.roles_at(self, _grants.role_paths(paths)).issuperset(required)
 
     # -- conversions -----------------------------------------------------------
 

@@ -82,7 +82,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._confirmation import JKT, confirmation
 from grelmicro.jwt.errors import (
+    BindingError,
     ConfigurationError,
     DPoPBindingError,
     DPoPProofError,
@@ -556,18 +558,15 @@ class DPoPVerifier:
 
 
 def _bound_key(claims: Mapping[str, Any]) -> str | None:
-    """The ``cnf.jkt`` of verified claims, ``None`` for an unbound token."""
-    cnf = claims.get("cnf")
-    if cnf is None:
-        return None
-    if not isinstance(cnf, Mapping):
-        raise _binding("jkt", "the access token's cnf claim is not an object")
-    jkt = cnf.get("jkt")
-    if jkt is None:
-        return None
-    if not isinstance(jkt, str) or not jkt:
-        raise _binding("jkt", "the access token's cnf.jkt is not a thumbprint string")
-    return jkt
+    """The ``cnf.jkt`` of verified claims (read by :func:`confirmation`), ``None`` if absent.
+
+    A ``cnf`` that cannot be read is a :class:`DPoPBindingError` here: the
+    token cannot be matched to a proof key.
+    """
+    try:
+        return confirmation(claims).jkt
+    except BindingError as exc:
+        raise _binding(JKT, exc.message) from None
 
 
 def _binding(check: str, message: str) -> DPoPBindingError:

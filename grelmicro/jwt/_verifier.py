@@ -31,6 +31,7 @@ from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
 from grelmicro.jwt._config import check_flags as _check_flags
+from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
@@ -546,6 +547,22 @@ class JWTVerifier:
         if self._router is None:
             return KeySourceHealth(ready=True)  # static keys: nothing to fetch, no counters
         return self._router.health()
+
+    @property
+    def discovery_url(self) -> str | None:
+        """The OpenID Connect discovery URL when the only key source is ``discover=``.
+
+        ``None`` for static keys, a JWKS URL or several issuers. The FastAPI
+        dependency shows it as the OpenAPI ``openIdConnect`` scheme.
+        """
+        router = self._router
+        sources = () if router is None else router._sources  # the router is this layer's own
+        if len(sources) != 1:
+            return None
+        issuer = sources[0].discover
+        if not isinstance(issuer, str) or not issuer:
+            return None
+        return discovery_urls(issuer)[0]
 
     @property
     def algorithms(self) -> tuple[str, ...]:

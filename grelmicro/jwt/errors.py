@@ -31,13 +31,18 @@ from typing import ClassVar
 
 __all__ = [
     "REASONS",
+    "AccessDeniedError",
     "AlgorithmNotAllowedError",
+    "BindingError",
+    "CertificateBindingError",
     "ClaimsRejectedError",
     "ConfigurationError",
     "DPoPBindingError",
     "DPoPProofError",
     "DPoPReplayError",
     "ExpiredTokenError",
+    "InsufficientRoleError",
+    "InsufficientScopeError",
     "InvalidAudienceError",
     "InvalidClaimError",
     "InvalidIssuerError",
@@ -53,6 +58,7 @@ __all__ = [
     "TokenRejectedError",
     "TokenTooLargeError",
     "TokenTooOldError",
+    "UncheckedBindingError",
     "UnknownKeyError",
     "UnsupportedTokenError",
     "WeakKeyError",
@@ -67,6 +73,7 @@ class JWTError(Exception):
     """
 
     reason: ClassVar[str] = "error"
+    detail: ClassVar[str] = "The request was refused."
 
     @property
     def message(self) -> str:
@@ -78,30 +85,35 @@ class TokenRejectedError(JWTError):
     """The token was refused. HTTP answer: 401, ``error="invalid_token"``."""
 
     reason: ClassVar[str] = "rejected"
+    detail = "The token was refused."
 
 
 class MalformedTokenError(TokenRejectedError):
     """Not a compact JWS: segments, base64url, JSON or header shape. HTTP 401."""
 
     reason = "malformed"
+    detail = "The token is not a well-formed compact JWS."
 
 
 class TokenTooLargeError(TokenRejectedError):
     """Over the configured size or JSON nesting depth. HTTP 401."""
 
     reason = "too-large"
+    detail = "The token is too large."
 
 
 class UnsupportedTokenError(TokenRejectedError):
     """Uses a JWS feature this verifier refuses (JWE, ``crit``, ``b64``). HTTP 401."""
 
     reason = "unsupported"
+    detail = "The token uses a JOSE feature this service does not accept."
 
 
 class AlgorithmNotAllowedError(TokenRejectedError):
     """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401."""
 
     reason = "algorithm"
+    detail = "The token's algorithm is not accepted."
 
 
 class UnknownKeyError(TokenRejectedError):
@@ -113,6 +125,7 @@ class UnknownKeyError(TokenRejectedError):
     """
 
     reason = "unknown-key"
+    detail = "The token was not signed by a known key."
 
     kid: str | None = None
     """The ``kid`` the token named (capped, escaped), or ``None``."""
@@ -122,12 +135,14 @@ class InvalidSignatureError(TokenRejectedError):
     """The signature does not verify. HTTP 401."""
 
     reason = "signature"
+    detail = "The token's signature does not verify."
 
 
 class InvalidTokenTypeError(TokenRejectedError):
     """The ``typ`` header does not match the policy. HTTP 401."""
 
     reason = "type"
+    detail = "The token's type is not accepted."
 
 
 class ClaimsRejectedError(TokenRejectedError):
@@ -145,6 +160,7 @@ class ExpiredTokenError(ClaimsRejectedError):
     """
 
     reason = "expired"
+    detail = "The token has expired."
 
     expires_at: datetime = datetime.min.replace(tzinfo=timezone.utc)
     """The token's ``exp`` (aware, UTC). An ``exp`` beyond what a datetime
@@ -160,6 +176,7 @@ class TokenNotYetValidError(ClaimsRejectedError):
     """``nbf`` is still ahead. HTTP 401. Attributes: ``not_before``, ``now``, ``leeway``."""
 
     reason = "not-yet-valid"
+    detail = "The token is not valid yet."
 
     not_before: datetime | None = None
     """The token's ``nbf``."""
@@ -173,6 +190,7 @@ class TokenIssuedInFutureError(ClaimsRejectedError):
     """``iat`` is in the future. HTTP 401. Attributes: ``issued_at``, ``now``, ``leeway``."""
 
     reason = "issued-in-future"
+    detail = "The token claims to be issued in the future."
 
     issued_at: datetime | None = None
     """The token's ``iat``."""
@@ -189,6 +207,7 @@ class TokenTooOldError(ClaimsRejectedError):
     """
 
     reason = "too-old"
+    detail = "The token is older than this service accepts."
 
     issued_at: datetime | None = None
     """The token's ``iat``."""
@@ -207,6 +226,7 @@ class InvalidAudienceError(ClaimsRejectedError):
     """
 
     reason = "audience"
+    detail = "The token is not meant for this service."
 
     expected: tuple[str, ...] = ()
     """The configured audiences."""
@@ -219,6 +239,7 @@ class InvalidIssuerError(ClaimsRejectedError):
     """
 
     reason = "issuer"
+    detail = "The token's issuer is not trusted by this service."
 
     expected: tuple[str, ...] = ()
     """The configured issuers."""
@@ -228,6 +249,7 @@ class MissingClaimError(ClaimsRejectedError):
     """A required claim is absent. HTTP 401. ``claim`` names it."""
 
     reason = "missing-claim"
+    detail = "The token lacks a required claim."
 
     claim: str | None = None
     """The required claim that is absent (from the configuration)."""
@@ -241,6 +263,7 @@ class InvalidClaimError(ClaimsRejectedError):
     """
 
     reason = "invalid-claim"
+    detail = "A claim of the token has the wrong type or value."
 
     claim: str | None = None
     """The registered claim at fault, if any."""
@@ -256,6 +279,7 @@ class DPoPProofError(TokenRejectedError):
     """
 
     reason = "dpop-proof"
+    detail = "The DPoP proof was refused."
 
     check: str | None = None
     """The rule the proof broke."""
@@ -277,6 +301,7 @@ class DPoPReplayError(TokenRejectedError):
     """
 
     reason = "dpop-replay"
+    detail = "The DPoP proof was used before."
 
     store_full: bool = False
     """The proof was refused because the replay store is full (answer 503)."""
@@ -285,7 +310,26 @@ class DPoPReplayError(TokenRejectedError):
     """The proof's key holds its quota of live proofs already (answer 429, ``Retry-After``)."""
 
 
-class DPoPBindingError(TokenRejectedError):
+class BindingError(TokenRejectedError):
+    """The token's confirmation (``cnf``, RFC 7800) is malformed or not met. HTTP 401.
+
+    The base of the sender-constraint refusals; raised itself for a ``cnf``
+    claim that cannot be read (not an object, no method in it, a method's
+    value of the wrong shape). ``check`` names what failed; ``method`` the
+    confirmation method at fault (``jkt``, ``x5t#S256``, ...) when one is.
+    """
+
+    reason = "binding"
+    detail = "The token's confirmation claim (cnf) cannot be read."
+
+    check: str | None = None
+    """What failed (``cnf``, ``jkt``, ``x5t#S256``, ...)."""
+
+    method: str | None = None
+    """The confirmation method at fault, if any (escaped, capped)."""
+
+
+class DPoPBindingError(BindingError):
     """The access token and how it was presented do not fit. HTTP 401, ``error="invalid_token"``.
 
     A DPoP-bound token (``cnf.jkt``) sent as a plain bearer token, an
@@ -294,15 +338,69 @@ class DPoPBindingError(TokenRejectedError):
     """
 
     reason = "dpop-binding"
+    detail = "The access token is not presented with the key it is bound to."
 
     check: str | None = None
     """What did not fit (``jkt``, ``bearer``, ``unbound``, ``scheme``)."""
+
+
+class UncheckedBindingError(BindingError):
+    """The token is bound by a confirmation method this service does not check. HTTP 401.
+
+    A token whose ``cnf`` names a method (``x5t#S256``, ``jwk``, ``kid``, ...)
+    that no binding of the route verifies is refused: accepting it as a plain
+    bearer token would let a stolen sender-constrained token replay.
+    ``method`` names the first unchecked method.
+    """
+
+    reason = "unchecked-binding"
+    detail = "The token is bound by a confirmation method this service does not check."
+
+
+class CertificateBindingError(BindingError):
+    """A certificate-bound token (RFC 8705 ``cnf.x5t#S256``) without its certificate. HTTP 401.
+
+    The request presented no client certificate, or one whose SHA-256
+    thumbprint is not the token's ``x5t#S256``.
+    """
+
+    reason = "certificate-binding"
+    detail = "The token is bound to a client certificate the request did not present."
+
+
+class AccessDeniedError(JWTError):
+    """The token verified but does not grant what the route needs. HTTP answer: 403.
+
+    ``missing`` lists what was required and not granted (names from the
+    route's configuration, never from the token).
+    """
+
+    reason = "access-denied"
+    detail = "The token does not grant access to this resource."
+
+    missing: tuple[str, ...] = ()
+    """What the route required and the token did not grant."""
+
+
+class InsufficientScopeError(AccessDeniedError):
+    """A required scope is not granted. HTTP 403, ``error="insufficient_scope"`` (RFC 6750)."""
+
+    reason = "insufficient-scope"
+    detail = "The token lacks a required scope"
+
+
+class InsufficientRoleError(AccessDeniedError):
+    """A required role is not granted (read from the configured claim paths). HTTP 403."""
+
+    reason = "insufficient-role"
+    detail = "The token lacks a required role"
 
 
 class KeysUnavailableError(JWTError):
     """No usable verification keys right now. HTTP answer: 503, not 401."""
 
     reason = "keys-unavailable"
+    detail = "The keys to verify tokens are unavailable; try again later."
 
 
 class ConfigurationError(JWTError, ValueError):

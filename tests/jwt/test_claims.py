@@ -170,6 +170,11 @@ def test_single_audience_becomes_a_tuple(claims_for: Callable[..., Claims]):
         pytest.param({"scp": []}, set(), id="scp-empty-list"),
         pytest.param({"scp": ["read", 3, None]}, {"read"}, id="scp-non-strings-ignored"),
         pytest.param({"scope": "a", "scp": ["b"]}, {"a"}, id="scope-wins-over-scp"),
+        pytest.param({"scope": "a\tb"}, set(), id="tab-is-not-a-separator"),
+        pytest.param({"scope": "a\u00a0b c"}, {"c"}, id="no-break-space-is-not-a-separator"),
+        pytest.param({"scp": "a\nb c"}, {"c"}, id="scp-string-same-grammar"),
+        pytest.param({"scp": ["a", "b c", 'q"', "\u00e9"]}, {"a"}, id="scp-items-are-scope-tokens"),
+        pytest.param({"permissions": ["read"]}, set(), id="permissions-not-by-default"),
         pytest.param({"scope": 5}, set(), id="scope-not-text"),
         pytest.param({}, set(), id="none"),
     ],
@@ -193,6 +198,69 @@ def test_scopes(payload: dict[str, Any], scopes: set[str], claims_for: Callable[
 )
 def test_has_scopes(required: tuple[str, ...], granted: bool, claims: Claims):
     assert claims.has_scopes(*required) is granted
+
+
+def test_has_scopes_counts_auth0_permissions_only_when_asked(claims_for: Callable[..., Claims]):
+    claims = claims_for({"scope": "openid", "permissions": ["read:items", "bad item", 3]})
+
+    assert not claims.has_scopes("read:items")
+    assert claims.has_scopes("openid", "read:items", permissions=True)
+    assert not claims.has_scopes("bad item", permissions=True)
+
+
+ROLE_PAYLOAD: dict[str, Any] = {
+    "roles": ["Orders.Write", "", 7],
+    "realm_access": {"roles": ["admin", "user"]},
+    "resource_access": {"my-api": {"roles": ["editor"]}, "other.app": {"roles": ["x"]}},
+    "permissions": ["read:items"],
+    "cognito:groups": ["staff"],
+    "groups": "one-group",
+    "nested": {"roles": {"not": "a list"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("paths", "roles"),
+    [
+        pytest.param((), {"Orders.Write"}, id="default-roles-claim"),
+        pytest.param(("realm_access.roles",), {"admin", "user"}, id="keycloak-realm"),
+        pytest.param(("resource_access.my-api.roles",), {"editor"}, id="keycloak-client"),
+        pytest.param((("resource_access", "other.app", "roles"),), {"x"}, id="dotted-client-id"),
+        pytest.param(("permissions",), {"read:items"}, id="auth0-permissions"),
+        pytest.param(("cognito:groups",), {"staff"}, id="cognito-groups"),
+        pytest.param(("groups",), {"one-group"}, id="single-string"),
+        pytest.param(("nested.roles",), set(), id="object-grants-nothing"),
+        pytest.param(("missing.path",), set(), id="absent"),
+        pytest.param(("roles.deeper",), set(), id="through-a-list"),
+        pytest.param(
+            ("roles", "realm_access.roles"), {"Orders.Write", "admin", "user"}, id="union"
+        ),
+    ],
+)
+def test_roles_from_claim_paths(
+    paths: tuple[Any, ...], roles: set[str], claims_for: Callable[..., Claims]
+):
+    claims = claims_for(ROLE_PAYLOAD)
+
+    assert claims.roles(*paths) == frozenset(roles)
+
+
+def test_has_roles(claims_for: Callable[..., Claims]):
+    claims = claims_for(ROLE_PAYLOAD)
+
+    assert claims.has_roles("Orders.Write")
+    assert claims.has_roles("admin", "user", paths="realm_access.roles")
+    assert claims.has_roles(
+        "admin", "editor", paths=["realm_access.roles", "resource_access.my-api.roles"]
+    )
+    assert not claims.has_roles("admin")
+    assert not claims.has_roles("admin", "root", paths="realm_access.roles")
+
+
+@pytest.mark.parametrize("paths", ["", "a..b", ".roles", [""], [()], [("a", "")], 5, []])
+def test_a_bad_role_path_is_a_configuration_error(paths: Any, claims_for: Callable[..., Claims]):
+    with pytest.raises(ConfigurationError):
+        claims_for(ROLE_PAYLOAD).has_roles("admin", paths=paths)
 
 
 # -- conversions ------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from websockets.sync.client import connect
 
 from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key
 from grelmicro.jwt.fastapi import JWTBearer, check_routes
+from grelmicro.jwt.fastapi._challenges import Challenges
+from grelmicro.jwt.fastapi._presentation import read_credentials
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://api.example.com"
@@ -301,12 +303,32 @@ def test_scope_is_checked_only_after_the_signature(client):
         {"scope": "profile read:items"},
         {"scp": "read:items"},
         {"scp": ["profile", "read:items"]},
-        {"scope": "profile", "scp": ["read:items"]},
     ],
-    ids=["scope", "scp-string", "scp-array", "scope-and-scp"],
+    ids=["scope", "scp-string", "scp-array"],
 )
 def test_scopes_from_scope_and_scp(client, claims):
     assert client.get("/items", headers=bearer(mint(**claims))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        # scope wins over scp: the route once merged them (Claims never did)
+        {"scope": "profile", "scp": ["read:items"]},
+        # RFC 6749 §3.3 separates scopes with U+0020 only (the route once split on any whitespace)
+        {"scope": "profile\tread:items"},
+        {"scope": "profile\u00a0read:items"},
+        {"scope": "profile\u2003read:items"},
+        {"scp": "profile\nread:items"},
+        {"scp": ["read:items\u00e9"]},
+    ],
+    ids=["scope-and-scp", "tab", "no-break-space", "em-space", "scp-newline", "non-ascii"],
+)
+def test_the_route_grants_exactly_what_claims_has_scopes_grants(client, claims):
+    response = client.get("/items", headers=bearer(mint(**claims)))
+    assert response.status_code == 403
+    assert problem(response)["reason"] == "insufficient-scope"
+    assert not make_verifier().verify(mint(**claims)).has_scopes("read:items")
 
 
 def test_permissions_count_only_when_configured(client):
@@ -315,6 +337,147 @@ def test_permissions_count_only_when_configured(client):
     app, _ = build(permissions=True)
     with serve(app) as auth0:
         assert auth0.get("/items", headers=bearer(token)).status_code == 200
+
+
+# -- roles from configured claim paths --------------------------------------------------
+
+
+def roles_app() -> FastAPI:
+    auth = JWTBearer(
+        make_verifier(),
+        realm="api",
+        role_claims=["realm_access.roles", "resource_access.orders-api.roles"],
+    )
+    app = FastAPI()
+    auth.install(app)
+    clerk = auth.require_roles("clerk")
+
+    @app.get("/orders")
+    def orders(
+        claims: Annotated[Claims, Security(clerk, scopes=["orders:read"])],
+    ) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    @app.delete("/orders")
+    def purge(claims: Annotated[Claims, Depends(clerk.require_roles("admin"))]) -> dict[str, Any]:
+        return {"purged_by": claims.subject}
+
+    @app.get("/maybe")
+    def maybe(claims: Annotated[Claims | None, Depends(clerk.optional)]) -> dict[str, Any]:
+        return {"sub": None if claims is None else claims.subject}
+
+    return app
+
+
+KEYCLOAK = {
+    "scope": "orders:read",
+    "realm_access": {"roles": ["clerk"]},
+    "resource_access": {"orders-api": {"roles": ["admin"]}, "other": {"roles": ["root"]}},
+}
+
+
+def test_roles_are_read_from_the_configured_claim_paths():
+    with serve(roles_app()) as client:
+        read = client.get("/orders", headers=bearer(mint(**KEYCLOAK)))
+        purge = client.delete("/orders", headers=bearer(mint(**KEYCLOAK)))
+        maybe = client.get("/maybe")
+        document = client.get("/openapi.json").json()
+
+    assert read.json() == {"sub": "user-1"}
+    assert purge.json() == {"purged_by": "user-1"}
+    assert maybe.json() == {"sub": None}
+    # One security scheme in the document, whatever roles a route requires.
+    assert list(document["components"]["securitySchemes"]) == ["JWTBearer"]
+    assert document["paths"]["/orders"]["get"]["security"] == [{"JWTBearer": ["orders:read"]}]
+
+
+@pytest.mark.parametrize(
+    ("claims", "missing"),
+    [
+        ({**KEYCLOAK, "realm_access": {"roles": ["guest"]}}, ["clerk"]),
+        ({**KEYCLOAK, "resource_access": {"orders-api": {"roles": []}}}, ["admin"]),
+        # a role at a path that is not configured grants nothing
+        (
+            {"roles": ["clerk", "admin"], "resource_access": {"other": {"roles": ["admin"]}}},
+            ["clerk", "admin"],
+        ),
+        ({**KEYCLOAK, "realm_access": {"roles": "clerk admin"}}, ["clerk"]),
+    ],
+    ids=["realm-role-missing", "client-role-missing", "unconfigured-paths", "string-is-one-role"],
+)
+def test_a_missing_role_is_403_naming_what_was_missing(claims, missing):
+    with serve(roles_app()) as client:
+        response = client.delete("/orders", headers=bearer(mint(**claims)))
+
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="api", error="insufficient_scope", error_description="insufficient-role"'
+    )
+    body = problem(response)
+    assert body["reason"] == "insufficient-role"
+    assert body["missing"] == missing
+    assert body["detail"] == f"The token lacks a required role: {', '.join(missing)}."
+    verified = make_verifier().verify(mint(**claims))
+    paths = ["realm_access.roles", "resource_access.orders-api.roles"]
+    assert not verified.has_roles("clerk", "admin", paths=paths)
+
+
+def test_roles_are_checked_only_after_the_signature_and_the_scopes_still_count():
+    with serve(roles_app()) as client:
+        forged = client.get("/orders", headers=bearer(tamper(mint(**KEYCLOAK))))
+        no_scope = client.get("/orders", headers=bearer(mint(**{**KEYCLOAK, "scope": "x"})))
+
+    assert forged.status_code == 401
+    assert no_scope.status_code == 403
+    assert problem(no_scope)["reason"] == "insufficient-scope"
+    assert problem(no_scope)["missing"] == ["orders:read"]
+
+
+@pytest.mark.parametrize("roles", [(), ("",), (5,)])
+def test_require_roles_needs_role_names(roles):
+    with pytest.raises(ConfigurationError, match="role"):
+        JWTBearer(make_verifier()).require_roles(*roles)
+
+
+@pytest.mark.parametrize("paths", ["", "a..b", [], [("a", "")], 5])
+def test_role_claims_must_be_claim_paths(paths):
+    with pytest.raises(ConfigurationError, match="path"):
+        JWTBearer(make_verifier(), role_claims=paths)
+
+
+# -- confirmation (cnf): checked or refused ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cnf", "reason"),
+    [
+        ({"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}, "dpop-binding"),
+        ({"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"}, "unchecked-binding"),
+        (
+            {
+                "jwk": {
+                    "kty": "OKP",
+                    "crv": "Ed25519",
+                    "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo",
+                }
+            },
+            "unchecked-binding",
+        ),
+        ({"kid": "k1"}, "unchecked-binding"),
+        ({}, "binding"),
+        ({"jkt": None}, "binding"),
+        ("bound", "binding"),
+        ({"x5t#S256": "short"}, "binding"),
+    ],
+    ids=["jkt", "x5t-S256", "jwk", "kid", "empty", "null-jkt", "not-an-object", "bad-x5t"],
+)
+def test_a_token_bound_by_a_method_the_route_does_not_check_is_refused(client, cnf, reason):
+    response = client.get("/me", headers=bearer(mint(cnf=cnf)))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == (
+        f'Bearer realm="api", error="invalid_token", error_description="{reason}"'
+    )
+    assert problem(response)["reason"] == reason
 
 
 # -- 400 invalid_request -------------------------------------------------------------------
@@ -345,6 +508,58 @@ def test_token_in_the_query_string_is_never_used(client):
     assert response.headers["www-authenticate"] == (
         'Bearer realm="api", error="invalid_request", error_description="query-token"'
     )
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["Bearer\t{token}", "Bearer \t {token}", "bearer\t\t{token}"],
+    ids=["tab-separator", "mixed-whitespace", "two-tabs"],
+)
+def test_whitespace_around_the_scheme_still_reads_the_credentials(client, value):
+    # RFC 9110 optional whitespace: once read as "no credentials" (a bare 401).
+    response = client.get("/me", headers=[(b"Authorization", value.format(token=mint()).encode())])
+    assert response.status_code == 200
+    assert response.json()["sub"] == "user-1"
+
+
+@pytest.mark.parametrize(
+    ("value", "scheme", "token"),
+    [
+        (b" Bearer abc", "Bearer", b"abc"),
+        (b"\tBearer abc", "Bearer", b"abc"),
+        (b"Bearer\tabc\t", "Bearer", b"abc"),
+        (b"BEARER  abc", "Bearer", b"abc"),
+        (b"Basic abc", None, None),
+        (b"Bearerabc", None, None),
+    ],
+    ids=[
+        "leading-space",
+        "leading-tab",
+        "tab-around",
+        "two-spaces",
+        "other-scheme",
+        "no-separator",
+    ],
+)
+def test_the_credentials_reader_trims_optional_whitespace(value, scheme, token):
+    # Leading whitespace never crosses h11, but other servers pass it through:
+    # the reader once read " Bearer <token>" as no credentials.
+    scope = {"type": "http", "headers": [(b"authorization", value)], "query_string": b""}
+    read = read_credentials(scope, {b"bearer": "Bearer"}, Challenges(None, 5))
+    assert (read and read.scheme, read and read.token) == (scheme, token)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["access%5Ftoken=x", "%61ccess_token=x", "page=1&access%5ftoken=", "access_token"],
+    ids=["escaped-underscore", "escaped-letter", "lower-case-escape", "bare-name"],
+)
+def test_an_encoded_query_token_is_still_refused(client, query):
+    # ?access%5Ftoken= once escaped the query-token check (a plain byte search).
+    response = client.get(f"/me?{query}", headers=bearer(mint()))
+    assert response.status_code == 400
+    assert problem(response)["reason"] == "multiple-tokens"
+    assert client.get(f"/me?{query}").json()["reason"] == "query-token"
 
 
 def test_empty_bearer_credentials_are_invalid_request(client):
@@ -436,6 +651,8 @@ def test_discovery_shows_an_openid_connect_scheme(server: DocumentServer):
         schemes = client.get("/openapi.json").json()["components"]["securitySchemes"]
         token = signer.mint({"iss": issuer, "aud": AUDIENCE, "sub": "oidc", "exp": NOW + 60})
         assert client.get("/me", headers=bearer(token)).json()["sub"] == "oidc"
+    assert verifier.discovery_url == f"{base}/.well-known/openid-configuration"
+    assert make_verifier().discovery_url is None
     assert schemes == {
         "JWTBearer": {
             "type": "openIdConnect",

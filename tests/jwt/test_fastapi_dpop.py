@@ -66,6 +66,8 @@ class DPoPAuth(httpx.Auth):
 
 def build(dpop: DPoPVerifier | None = None, **options: Any) -> FastAPI:
     verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    if "public_url" not in options and "allowed_hosts" not in options:
+        options.setdefault("trust_host_header", True)  # the tests address 127.0.0.1:<port>
     auth = DPoPBearer(verifier, dpop or DPoPVerifier(clock=lambda: NOW), **options)
     app = FastAPI()
     auth.install(app)
@@ -222,6 +224,29 @@ def test_refusals_answer_per_rfc_9449():
     )
 
 
+def test_the_dpop_scheme_path_refuses_query_tokens_and_empty_credentials_with_a_dpop_challenge():
+    with serve(build()) as client:
+        uri = str(client.base_url).rstrip("/") + "/items"
+        headers = {"Authorization": f"DPoP {BOUND}", "DPoP": SIGNER.proof("GET", uri, BOUND)}
+        # The DPoP scheme once skipped the query-token check.
+        query = client.get("/items?access_token=x", headers=headers)
+        # "DPoP " arrives as "DPoP": the server trims the trailing space.
+        empty = client.get("/items", headers={"Authorization": "DPoP"})
+        lower = client.get("/items", headers={"Authorization": "dpop"})
+
+    assert query.status_code == 400
+    assert query.headers["www-authenticate"] == (
+        f'DPoP error="invalid_request", error_description="multiple-tokens", {ALGS}'
+    )
+    # An empty DPoP credential once got a Bearer challenge.
+    for response in (empty, lower):
+        assert response.status_code == 400
+        assert response.headers["www-authenticate"] == (
+            f'DPoP error="invalid_request", error_description="empty-token", {ALGS}'
+        )
+        assert response.json()["reason"] == "empty-token"
+
+
 def test_required_mode_challenges_with_dpop_only_and_refuses_bearer_tokens():
     dpop = DPoPVerifier("required", algorithms=["ES256", "EdDSA"], clock=lambda: NOW)
     with serve(build(dpop, realm="api")) as client:
@@ -263,6 +288,57 @@ def test_behind_a_proxy_htu_is_the_public_url():
     assert public.status_code == 200
 
 
+def test_a_dpop_bearer_needs_to_know_the_origin_clients_address():
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    for mode in ("required", "accepted"):
+        with pytest.raises(ConfigurationError) as caught:
+            DPoPBearer(verifier, DPoPVerifier(mode))
+        for option in ("public_url=", "allowed_hosts=", "trust_host_header=True"):
+            assert option in str(caught.value)
+    assert DPoPBearer(verifier, DPoPVerifier("off")).dpop.mode == "off"  # htu is never read
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"public_url": "https://api.example.com", "trust_host_header": True},
+        {"public_url": "https://api.example.com", "allowed_hosts": ["api.example.com"]},
+        {"allowed_hosts": []},
+        {"allowed_hosts": ["https://api.example.com"]},
+        {"allowed_hosts": [5]},
+        {"trust_host_header": "yes"},
+    ],
+    ids=["url-and-trust", "url-and-hosts", "no-hosts", "url-as-host", "not-text", "not-bool"],
+)
+def test_the_origin_options_are_checked(options: dict[str, Any]):
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
+    with pytest.raises(ConfigurationError):
+        DPoPBearer(verifier, DPoPVerifier(), **options)
+
+
+def test_a_host_header_naming_another_origin_is_refused_with_allowed_hosts():
+    # The audit's case: a proof made for another origin, replayed with a Host
+    # naming that origin. trust_host_header=True accepts it (the client chose
+    # Host); allowed_hosts refuses a Host outside the list.
+    def request(client: httpx.Client, host: str) -> httpx.Response:
+        proof = SIGNER.proof("GET", f"http://{host}/items", BOUND)
+        return client.get(
+            "/items", headers={"Authorization": f"DPoP {BOUND}", "DPoP": proof, "Host": host}
+        )
+
+    with serve(build(trust_host_header=True)) as trusting:
+        assert request(trusting, "api.other.example").status_code == 200
+    with serve(build(allowed_hosts=["API.example.com"])) as client:
+        other = request(client, "api.other.example")
+        listed = request(client, "api.example.com")
+        direct = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))  # Host: 127.0.0.1:<port>
+
+    assert listed.status_code == 200
+    for refused in (other, direct):
+        assert refused.status_code == 401
+        assert refused.json()["reason"] == "dpop-proof"
+
+
 @pytest.mark.parametrize("url", ["ftp://x", "https://api.example.com/base", "not a url"])
 def test_public_url_must_be_an_origin(url: str):
     with pytest.raises(ConfigurationError):
@@ -282,7 +358,7 @@ def test_the_openapi_document_describes_the_dpop_scheme():
 
 def test_optional_variant_keeps_the_dpop_rules():
     verifier = JWTVerifier([Key.secret(SECRET, "HS256")], clock=lambda: NOW)
-    auth = DPoPBearer(verifier, DPoPVerifier(clock=lambda: NOW))
+    auth = DPoPBearer(verifier, DPoPVerifier(clock=lambda: NOW), trust_host_header=True)
     app = FastAPI()
     auth.install(app)
 

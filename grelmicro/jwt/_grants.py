@@ -1,0 +1,142 @@
+"""What a verified token grants: scopes and roles, read one way everywhere.
+
+The one home of these rules: :class:`~grelmicro.jwt.Claims` (``scopes``,
+``has_scopes``, ``roles``, ``has_roles``) and the FastAPI dependency
+(``Security(auth, scopes=[...])``, ``auth.require_roles(...)``) both read
+through the functions below, so a route never grants what ``Claims`` refuses.
+
+Scopes (RFC 6749 §3.3)
+    ``scope`` (RFC 8693, a string) or, when it is absent, ``scp`` (a string
+    or an array, as Entra and Okta send it). A string is split on U+0020
+    only; an item outside the scope-token grammar (printable ASCII except
+    ``"`` and the backslash) is not a scope. ``scope`` wins over ``scp``: a token
+    carrying both is read from ``scope`` alone, never from their union.
+    Auth0's ``permissions`` (an array) counts only when asked for, read with
+    the same rules.
+
+Roles
+    Read from configured claim paths: ``roles`` (Entra app roles),
+    ``realm_access.roles`` and ``resource_access.<client>.roles`` (Keycloak),
+    ``permissions`` (Auth0), ``cognito:groups`` or ``groups``. A path is a
+    dotted string or a sequence of names (for a client id with a dot in it).
+    The value at a path is an array of strings (non-strings and empty strings
+    are skipped) or one string taken as one role; anything else grants nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from grelmicro.jwt.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_ROLE_PATHS",
+    "RolePath",
+    "granted_scopes",
+    "missing",
+    "role_paths",
+    "roles_at",
+    "scope_tokens",
+]
+
+#: RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ).
+_SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5B\x5D-\x7E]+")
+
+#: A claim path, split into names: ``("realm_access", "roles")``.
+RolePath = tuple[str, ...]
+
+#: Where roles are read when no path is configured: the ``roles`` claim.
+DEFAULT_ROLE_PATHS: tuple[RolePath, ...] = (("roles",),)
+
+
+def _tokens(items: Iterable[Any]) -> frozenset[str]:
+    """The items that are scope tokens by RFC 6749 §3.3; anything else is not a scope."""
+    return frozenset(
+        item for item in items if isinstance(item, str) and _SCOPE_TOKEN.fullmatch(item)
+    )
+
+
+def scope_tokens(value: object) -> frozenset[str]:
+    """The scopes one claim's value grants: a space-separated string or an array."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            # The usual case, checked in C: printable ASCII holds no whitespace
+            # but U+0020, so split() splits on spaces only and every item is a token.
+            return frozenset(value.split())
+        return _tokens(value.split(" "))
+    if isinstance(value, (tuple, list)):
+        return _tokens(value)
+    return frozenset()
+
+
+def granted_scopes(claims: Mapping[str, Any], *, permissions: bool = False) -> frozenset[str]:
+    """The scopes ``claims`` grant: ``scope``, else ``scp``; plus ``permissions`` if asked."""
+    raw = claims.get("scope")
+    if raw is None:
+        raw = claims.get("scp")
+    granted = scope_tokens(raw)
+    if permissions:
+        extra = claims.get("permissions")
+        if extra is not None:
+            granted |= scope_tokens(extra)
+    return granted
+
+
+def role_paths(paths: str | Sequence[str | Sequence[str]] | None) -> tuple[RolePath, ...]:
+    """Configured claim paths, checked once: ``"realm_access.roles"`` or ``("a", "b.c")``.
+
+    Raises:
+        ConfigurationError: a path is empty or not made of non-empty names.
+    """
+    if paths is None:
+        return DEFAULT_ROLE_PATHS
+    if isinstance(paths, str):
+        paths = [paths]
+    if not isinstance(paths, Sequence):
+        raise ConfigurationError("role claim paths are a string or a list of them")
+    result: list[RolePath] = []
+    for path in paths:
+        names = path.split(".") if isinstance(path, str) else path
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise ConfigurationError(
+                "a role claim path is a dotted string such as 'realm_access.roles' "
+                "or a sequence of claim names"
+            )
+        parts = tuple(names)
+        if not parts or not all(isinstance(name, str) and name for name in parts):
+            raise ConfigurationError(
+                "a role claim path needs non-empty claim names, such as 'realm_access.roles'"
+            )
+        result.append(parts)
+    if not result:
+        raise ConfigurationError("give at least one role claim path, such as 'roles'")
+    return tuple(result)
+
+
+def _at(claims: Mapping[str, Any], path: RolePath) -> object:
+    value: object = claims
+    for name in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(name)
+    return value
+
+
+def roles_at(claims: Mapping[str, Any], paths: Sequence[RolePath]) -> frozenset[str]:
+    """The roles found at ``paths`` (as :func:`role_paths` returns them), together."""
+    roles: set[str] = set()
+    for path in paths:
+        value = _at(claims, path)
+        if isinstance(value, str):
+            if value:
+                roles.add(value)
+        elif isinstance(value, (tuple, list)):
+            roles.update(item for item in value if isinstance(item, str) and item)
+    return frozenset(roles)
+
+
+def missing(granted: frozenset[str], required: Iterable[str]) -> list[str]:
+    """The required items ``granted`` lacks, in the order they were required."""
+    return [item for item in required if item not in granted]

@@ -1,0 +1,357 @@
+"""JWTBearer: the request flow, and nothing else.
+
+Read the credentials, let each binding read what it needs, verify the token
+(waiting for a key refetch when the keys may be rotating), check the token's
+confirmation with the bindings, then the grants the route asks for. Every
+refusal is built by :class:`~grelmicro.jwt.fastapi._challenges.Challenges`;
+app wiring lives in :mod:`grelmicro.jwt.fastapi._app`.
+
+FastAPI reads the annotations of :meth:`JWTBearer.__call__` and of the
+dependencies :meth:`JWTBearer.as_model` builds at run time: this module does
+not postpone annotations.
+"""
+
+import copy
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, FastAPI
+from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
+from fastapi.openapi.models import OpenIdConnect as OpenIdConnectModel
+from fastapi.security import SecurityScopes
+from fastapi.security.base import SecurityBase
+from pydantic import ValidationError
+from starlette.exceptions import WebSocketException
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketState
+
+from grelmicro.jwt import _grants
+from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._config import check_flags
+from grelmicro.jwt._confirmation import JKT, UNBOUND, confirmation
+from grelmicro.jwt._verifier import JWTVerifier
+from grelmicro.jwt.errors import (
+    BindingError,
+    ConfigurationError,
+    DPoPBindingError,
+    InvalidClaimError,
+    KeysUnavailableError,
+    TokenRejectedError,
+    UnknownKeyError,
+)
+from grelmicro.jwt.fastapi import _app
+from grelmicro.jwt.fastapi._bindings import Binding
+from grelmicro.jwt.fastapi._challenges import BEARER, BearerError, Challenges
+from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation, read_credentials
+
+__all__ = ["JWTBearer"]
+
+logger = logging.getLogger("grelmicro.jwt")
+
+M = TypeVar("M")
+
+_RETRY_AFTER = 5
+
+
+class JWTBearer(SecurityBase):
+    """A FastAPI dependency that reads the bearer token and verifies it.
+
+    Use it as ``claims: Claims = Depends(auth)``, or ``Security(auth,
+    scopes=[...])`` to require scopes, per route or in a router's
+    ``dependencies``; ``Security(auth.require_roles("admin"), scopes=[...])``
+    also requires roles. :attr:`optional` gives ``None`` for an anonymous
+    request instead of a 401; :meth:`as_model` gives the claims as a pydantic
+    model.
+
+    Args:
+        verifier: the :class:`JWTVerifier` that checks every token.
+        realm: the ``realm`` of the ``WWW-Authenticate`` challenges.
+        scheme_name: the security scheme's name in the OpenAPI document.
+        description: the security scheme's description in the OpenAPI document.
+        permissions: also read granted scopes from ``permissions`` (Auth0 RBAC);
+            ``scope`` (space-separated) or, without it, ``scp`` (string or
+            array) always count, read as ``Claims.scopes`` reads them.
+        role_claims: the claim paths roles are read from (default ``"roles"``):
+            ``"realm_access.roles"``, ``"resource_access.<client>.roles"``,
+            ``"permissions"``, ``"groups"``, ``"cognito:groups"``, or a list.
+        bindings: checks of sender-constrained tokens (``cnf``), such as
+            :class:`CertificateBinding`; a token bound by a method no binding
+            checks is refused.
+        retry_after: seconds sent in ``Retry-After`` with a 503.
+        openid_connect_url: show an OpenID Connect scheme with this discovery
+            URL in the OpenAPI document instead of an HTTP bearer scheme (by
+            default taken from a verifier built with OIDC discovery).
+        auto_error: ``False`` answers an anonymous request with ``None``
+            rather than a 401 (a bad token is still a 401).
+    """
+
+    def __init__(
+        self,
+        verifier: JWTVerifier,
+        *,
+        realm: str | None = None,
+        scheme_name: str | None = None,
+        description: str | None = None,
+        permissions: bool = False,
+        role_claims: str | Sequence[str | Sequence[str]] | None = None,
+        bindings: Iterable[Binding] = (),
+        retry_after: int = _RETRY_AFTER,
+        openid_connect_url: str | None = None,
+        auto_error: bool = True,
+    ) -> None:
+        if not isinstance(verifier, JWTVerifier):
+            raise ConfigurationError(
+                "JWTBearer takes the JWTVerifier itself (JWTBearer(verifier)), "
+                f"not {type(verifier).__name__}"
+            )
+        check_flags(permissions=permissions, auto_error=auto_error)
+        if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 0:
+            raise ConfigurationError("retry_after must be a whole number of seconds, 0 or more")
+        self.bindings = tuple(bindings)
+        if not all(isinstance(binding, Binding) for binding in self.bindings):
+            raise ConfigurationError("bindings must be Binding instances (CertificateBinding, ...)")
+        methods = [binding.method for binding in self.bindings]
+        if len(set(methods)) != len(methods):
+            raise ConfigurationError("give one binding per confirmation method")
+        self.verifier = verifier
+        self.realm = realm
+        self.permissions = permissions
+        self.role_claims = _grants.role_paths(role_claims)
+        self.retry_after = retry_after
+        self.auto_error = auto_error
+        self.scheme_name = scheme_name or "JWTBearer"
+        url = openid_connect_url or verifier.discovery_url
+        self.model = (
+            OpenIdConnectModel(openIdConnectUrl=url, description=description)
+            if url
+            else HTTPBearerModel(bearerFormat="JWT", description=description)
+        )
+        self.challenges = Challenges(realm, retry_after)
+        self._schemes = {b"bearer": BEARER}
+        for binding in self.bindings:
+            binding.configure(self.challenges)
+            self._schemes.update(binding.schemes)
+        self._checked = frozenset(methods)
+        self._required_roles: tuple[str, ...] = ()
+        self._models: dict[type[Any], Callable[..., Awaitable[Any]]] = {}
+        self._optional: JWTBearer | None = None
+        self._role_variants: dict[tuple[str, ...], JWTBearer] = {}
+
+    def __repr__(self) -> str:
+        mode = "" if self.auto_error else ", auto_error=False"
+        roles = f", roles={list(self._required_roles)!r}" if self._required_roles else ""
+        return f"{type(self).__name__}({self.scheme_name!r}{mode}{roles})"
+
+    # -- the dependency ------------------------------------------------------
+
+    async def __call__(
+        self, connection: HTTPConnection, security_scopes: SecurityScopes
+    ) -> Claims | None:
+        """Verify the request's token; the claims, or ``None`` if anonymous and allowed.
+
+        The one request flow: read the credentials (each binding adds what it
+        reads), verify the token, check what binds it to the request, check
+        the scopes and roles the route requires.
+        """
+        try:
+            scope = connection.scope
+            presentation = read_credentials(scope, self._schemes, self.challenges)
+            if presentation is None:
+                if self.auto_error:
+                    raise self.challenges.missing()
+                return None
+            for binding in self.bindings:
+                presentation = binding.read(scope, presentation, self.challenges)
+            try:
+                claims = self.verifier.verify(presentation.token)
+            except (TokenRejectedError, KeysUnavailableError) as exc:
+                claims = await self._after_refusal(presentation, exc)
+            if self.bindings or "cnf" in claims:
+                self._check_binding(connection, presentation, claims)
+            if security_scopes.scopes or self._required_roles:
+                self._check_grants(claims, security_scopes.scopes)
+        except BearerError as exc:
+            if connection.scope["type"] == "websocket":
+                await self._close(connection, exc)
+            raise
+        return claims
+
+    async def _after_refusal(
+        self, presentation: Presentation, exc: TokenRejectedError | KeysUnavailableError
+    ) -> Claims:
+        """A refused verification: answer it, or wait for the key refetch and verify again.
+
+        The one place the dependency decides to refetch: a token of an
+        unknown key, or no keys yet, goes to ``verify_async``, which waits
+        for the fetch the sync call started (one per cooldown); any other
+        refusal is answered at once.
+        """
+        scheme = presentation.scheme
+        if not isinstance(exc, (UnknownKeyError, KeysUnavailableError)):
+            raise self.challenges.invalid_token(exc.reason, scheme) from None
+        try:
+            return await self.verifier.verify_async(presentation.token)
+        except TokenRejectedError as again:
+            raise self.challenges.invalid_token(again.reason, scheme) from None
+        except KeysUnavailableError:
+            raise self.challenges.unavailable() from None
+
+    def _check_binding(
+        self, connection: HTTPConnection, presentation: Presentation, claims: Claims
+    ) -> None:
+        """Every confirmation method in ``cnf`` is checked by a binding, or the token is refused."""
+        try:
+            bound = confirmation(claims)
+        except BindingError as exc:
+            raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
+        for binding in self.bindings:
+            binding.check(connection, presentation, claims, bound, self.challenges)
+        if bound is UNBOUND:
+            return
+        refused = bound.unchecked(self._checked)
+        if refused is not None:
+            # A DPoP-bound token is never a bearer token (RFC 9449 §7.2).
+            reason = DPoPBindingError.reason if refused.method == JKT else refused.reason
+            raise self.challenges.invalid_token(reason, presentation.scheme)
+
+    def _check_grants(self, claims: Claims, scopes: Sequence[str]) -> None:
+        if scopes:
+            granted = _grants.granted_scopes(claims, permissions=self.permissions)
+            if not granted.issuperset(scopes):
+                missing = _grants.missing(granted, scopes)
+                raise self.challenges.insufficient_scope(scopes, missing)
+        if self._required_roles:
+            roles = _grants.roles_at(claims, self.role_claims)
+            if not roles.issuperset(self._required_roles):
+                missing = _grants.missing(roles, self._required_roles)
+                raise self.challenges.insufficient_role(missing)
+
+    async def _close(self, connection: HTTPConnection, exc: BearerError) -> None:
+        """Refuse a websocket: accept the handshake, then close 1008 (1013 for a 503).
+
+        A close code can only follow an accepted handshake; refusing it
+        outright would show the client a bare HTTP 403 without the reason.
+        """
+        if (
+            isinstance(connection, WebSocket)
+            and connection.client_state is WebSocketState.CONNECTING
+        ):
+            await connection.accept(subprotocol=self.subprotocol(connection))
+        code = 1013 if exc.status_code == 503 else 1008
+        raise WebSocketException(code, reason=exc.reason) from None
+
+    # -- variants ------------------------------------------------------------
+
+    def _variant(self, **changes: Any) -> "JWTBearer":
+        """A copy with ``changes``: same class, settings, bindings and OpenAPI scheme."""
+        sibling = copy.copy(self)
+        for name, value in changes.items():
+            setattr(sibling, name, value)
+        sibling._models = {}
+        sibling._optional = None
+        sibling._role_variants = {}
+        return sibling
+
+    @property
+    def optional(self) -> "JWTBearer":
+        """The same dependency, answering ``None`` to an anonymous request.
+
+        A request that carries a token still has it verified: a bad token is a
+        401, never silently anonymous.
+        """
+        if not self.auto_error:
+            return self
+        if self._optional is None:
+            self._optional = self._variant(auto_error=False)
+        return self._optional
+
+    def require_roles(self, *roles: str) -> "JWTBearer":
+        """The same dependency, also requiring every role in ``roles``.
+
+        Roles are read from the ``role_claims`` paths; a token lacking one is
+        a 403 whose body names the missing roles (``reason``
+        ``insufficient-role``). Use ``Depends(auth.require_roles("admin"))``
+        or ``Security(auth.require_roles("admin"), scopes=[...])``.
+        """
+        if not roles or not all(isinstance(role, str) and role for role in roles):
+            raise ConfigurationError("require_roles() takes one or more role names")
+        wanted = tuple(dict.fromkeys(self._required_roles + roles))
+        cached = self._role_variants.get(wanted)
+        if cached is None:
+            cached = self._variant(_required_roles=wanted)
+            self._role_variants[wanted] = cached
+        return cached
+
+    def as_model(self, model: type[M]) -> Callable[..., Awaitable[M]]:
+        """A dependency giving the verified claims as ``model`` (a pydantic model class).
+
+        Use ``Depends(auth.as_model(MyClaims))`` or ``Security(auth.as_model(MyClaims),
+        scopes=[...])``. Claims that do not fit the model are a 401
+        ``invalid_token`` with reason ``invalid-claim``; the body never echoes
+        the claims (the field names that failed are logged).
+        """
+        cached = self._models.get(model)
+        if cached is not None:
+            return cached
+        validate = getattr(model, "model_validate", None)
+        if validate is None:
+            raise ConfigurationError(f"{model!r} is not a pydantic model class")
+        bearer = self
+
+        async def claims_model(
+            connection: HTTPConnection, claims: Annotated[Claims | None, Depends(bearer)]
+        ) -> Any:
+            if claims is None:
+                return None
+            try:
+                return validate(claims.to_dict())
+            except ValidationError as exc:
+                failed = sorted(
+                    {".".join(str(part) for part in error["loc"]) for error in exc.errors()}
+                )
+                logger.info("token claims do not fit %s (fields: %r)", model.__name__, failed)
+                error = bearer.challenges.invalid_token(InvalidClaimError.reason)
+            if connection.scope["type"] == "websocket":
+                await bearer._close(connection, error)
+            raise error
+
+        claims_model.__name__ = f"{model.__name__}_claims"
+        self._models[model] = claims_model
+        return claims_model
+
+    def subprotocol(self, websocket: HTTPConnection) -> str | None:
+        """``"bearer"`` if the client offered it (accept the websocket with it), else ``None``."""
+        offered = websocket.scope.get("subprotocols") or ()
+        return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+    # -- application glue ------------------------------------------------------
+
+    def lifespan(self, app: FastAPI) -> AbstractAsyncContextManager[None]:
+        """App lifespan: keys loaded at startup, background refresh stopped at shutdown.
+
+        ``FastAPI(lifespan=auth.lifespan)``. Startup also runs
+        :func:`check_routes` so a ``Depends(verifier.verify)`` stops the app.
+        """
+        return _app.lifespan(self, app)
+
+    def install(self, app: FastAPI) -> None:
+        """Set ``app`` up: problem+json refusals and, unless done, the key lifespan.
+
+        Adds the :class:`BearerError` handler (RFC 9457 bodies) and handlers
+        that answer a ``TokenRejectedError`` (401) or ``KeysUnavailableError``
+        (503) escaping a route's own code the same way, checks the
+        routes declared so far with :func:`check_routes` (and again at
+        startup), and wraps the app's lifespan with :meth:`lifespan` unless
+        the app was built with ``lifespan=auth.lifespan`` already.
+        """
+        _app.install(self, app)
+
+    async def readiness(self) -> JSONResponse:
+        """Readiness endpoint: 200 when keys are loaded and fresh, else 503.
+
+        ``app.add_api_route("/ready", auth.readiness, include_in_schema=False)``.
+        """
+        return await _app.readiness(self)
