@@ -77,6 +77,7 @@ DPOP = "DPoP"
 _DETAILS = {"use-dpop-nonce": "The DPoP proof must carry the server's nonce (see DPoP-Nonce)."}
 
 _STORE_FULL = "Too many DPoP proofs are in flight; try again later."
+_OVER_QUOTA = "Too many DPoP proofs from this key; slow down."
 
 _ACCEPTED = {"required": "DPoP only", "accepted": "DPoP or Bearer", "off": "Bearer only"}
 
@@ -224,6 +225,8 @@ class DPoPBinding(Binding):
         except DPoPReplayError as exc:
             if exc.store_full:
                 raise challenges.unavailable("dpop-replay-store-full", _STORE_FULL) from None
+            if exc.over_quota:
+                raise challenges.too_many("dpop-replay-over-quota", _OVER_QUOTA) from None
             raise self._proof_refused(challenges, exc.reason) from None
         except DPoPBindingError as exc:
             raise challenges.invalid_token(exc.reason, DPOP) from None

@@ -276,6 +276,20 @@ def test_a_full_replay_store_is_a_503_not_a_replay():
     assert second.headers["retry-after"] == "5"
 
 
+def test_a_key_over_its_replay_quota_is_a_429_for_that_client_alone():
+    store = ReplayStore(64, max_per_key=1, shards=1)
+    dpop = DPoPVerifier(replay_store=store, clock=lambda: NOW)
+    with serve(build(dpop)) as client:
+        first = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))
+        over = client.get("/items", auth=DPoPAuth(SIGNER, BOUND))
+
+    assert first.status_code == 200
+    assert over.status_code == 429
+    assert over.headers["retry-after"] == "5"
+    assert "www-authenticate" not in over.headers
+    assert over.json()["reason"] == "dpop-replay-over-quota"
+
+
 def test_behind_a_proxy_htu_is_the_public_url():
     auth = DPoPAuth(SIGNER, BOUND)
     app = build(public_url="HTTPS://API.example.com:443")

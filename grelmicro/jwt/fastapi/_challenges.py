@@ -226,6 +226,16 @@ class Challenges:
             missing=missing,
         )
 
+    def too_many(self, reason: str, detail: str) -> BearerError:
+        """429 with ``Retry-After``: this client alone sends faster than it may."""
+        return BearerError(
+            429,
+            error=None,
+            reason=reason,
+            detail=detail,
+            headers={"Retry-After": str(self.retry_after)},
+        )
+
     def unavailable(
         self, reason: str = KeysUnavailableError.reason, detail: str | None = None
     ) -> BearerError:
