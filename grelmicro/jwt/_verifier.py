@@ -163,7 +163,13 @@ def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, 
 def _no_cache(engine: _core.Verifier, clock: Clock) -> TokenCache:
     """The route without a cache: ``Claims(engine.verify(token, now))``."""
     return TokenCache(
-        0, 0.0, key="token", max_token_size=0, verify=engine.verify, claims=Claims, clock=clock
+        0,
+        0.0,
+        key="token",
+        max_token_size=0,
+        verify=engine.verify_until,
+        claims=Claims,
+        clock=clock,
     )
 
 
@@ -398,7 +404,7 @@ class JWTVerifier:
         """
         config = self.config
         if cache is not None:  # kept across an addition of keys: same table, new engine
-            cache = cache.rebind(engine.verify)
+            cache = cache.rebind(engine.verify_until)
         else:
             old: TokenCache | None = getattr(self, "_cache", None)
             counters = self._counters
@@ -410,10 +416,9 @@ class JWTVerifier:
                 cache = TokenCache(
                     config.cache_size,
                     config.cache_ttl,
-                    config.max_age,
                     key=config.cache_key,
                     max_token_size=config.max_token_size,
-                    verify=engine.verify,
+                    verify=engine.verify_until,
                     claims=Claims,
                     clock=self._clock,
                     count=counters is not None,
@@ -457,7 +462,7 @@ class JWTVerifier:
     def _install_engine(self, router: KeyRouter) -> None:
         """Build ``verify`` around the key router, with a fresh cache."""
         with _ROTATION:
-            # The router quacks like a core verifier: verify(token, now), algorithms.
+            # The router quacks like a core verifier: verify_until(token, now), algorithms.
             self._activate(cast("_core.Verifier", router), None)
 
     def _drop_cache(self) -> None:

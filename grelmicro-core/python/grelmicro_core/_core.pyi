@@ -112,6 +112,12 @@ class Verifier:
     def __new__(cls, keys: KeySet, policy: Policy) -> Verifier: ...
     def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
         """Verifies ``token`` at ``now`` and returns the payload."""
+    def verify_until(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+        """``verify``, and until when its answer holds: ``(payload, valid_until)``.
+
+        ``valid_until`` is the earliest of ``exp`` and, under ``max_age``,
+        ``iat + max_age`` (leeway never extends it); None without ``exp``.
+        """
     @property
     def algorithms(self) -> list[str]:
         """Algorithms this verifier accepts."""
@@ -121,8 +127,10 @@ class TokenCache:
     """The verified-token cache, keyed by the token's SHA-256 digest or the token itself.
 
     ``verify(token, now)`` is the whole request in one call: a hit returns the
-    stored claims; a miss calls ``verify`` and ``claims`` (given when built),
-    stores the result until its deadline and returns it.
+    stored claims; a miss calls ``verify`` (an engine's ``verify_until``,
+    returning ``(payload, valid_until)``) and ``claims`` (given when built),
+    stores the result until ``valid_until`` or the TTL, whichever is first,
+    and returns it.
     """
 
     def __new__(
@@ -132,21 +140,22 @@ class TokenCache:
         digest_key: bool,
         max_token_size: int,
         ttl: float,
-        max_age: float | None = None,
-        verify: Callable[[str | bytes, float], Any] | None = None,
+        verify: Callable[[str | bytes, float], tuple[Any, float | None]] | None = None,
         claims: Callable[[Any], Any] | None = None,
         claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> TokenCache: ...
-    def rebind(self, verify: Callable[[str | bytes, float], Any]) -> TokenCache:
+    def rebind(self, verify: Callable[[str | bytes, float], tuple[Any, float | None]]) -> TokenCache:
         """A cache sharing this one's entries and counts, whose misses call ``verify``."""
     def verify(self, token: str | bytes, now: float | None = None) -> Any:
         """The claims for ``token`` at ``now`` (default: ``clock()``): cached, else verified."""
     def get(self, token: str | bytes, now: float) -> Any:
         """The value stored for ``token`` if ``stored_at <= now < deadline``, else None."""
-    def store(self, token: str | bytes, value: Any, payload: Any, now: float) -> None:
-        """Remembers ``value``, verified from ``payload``, until the payload's deadline."""
+    def store(
+        self, token: str | bytes, value: Any, payload: Any, valid_until: float | None, now: float
+    ) -> None:
+        """Remembers ``value``, verified from ``payload``, until ``valid_until`` or the TTL."""
     def clear(self) -> None:
         """Drops every entry."""
     @property
