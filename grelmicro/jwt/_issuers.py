@@ -25,7 +25,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._config import JWTConfig, check_flags
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
-from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
+from grelmicro.jwt._keys import Key, json_text, key_identity
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = ["Issuer", "KeyRouter", "build_router"]
@@ -184,8 +184,8 @@ class _Slot:
 
         The same keys change nothing; added keys keep the cache unless they
         change which key a cached token selects; a removed key drops the
-        cache (results it verified must stop verifying). The rule is
-        :func:`~grelmicro.jwt._keys.cache_survives`, the one ``rotate`` uses.
+        cache (results it verified must stop verifying). The rule is the
+        core's ``Verifier.keeps_cache_of``, the one ``rotate`` uses.
         """
         if key_set is None:
             self.core = None
@@ -204,7 +204,7 @@ class _Slot:
             )
             return
         # First keys of this slot: nothing it verified can be cached yet.
-        drop = self.core is not None and not cache_survives(self.keys, keys)
+        drop = self.core is not None and not core.keeps_cache_of(self.core)
         self.core = core
         self.keys = keys
         if drop and self.on_removed is not None:

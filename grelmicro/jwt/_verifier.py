@@ -33,7 +33,7 @@ from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSetti
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
-from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
+from grelmicro.jwt._keys import Key, json_text, key_identity
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -380,9 +380,10 @@ class JWTVerifier:
 
         Keys are compared by fingerprint and kid. The same keys change
         nothing (same engine, same cache). Added keys build a new engine and
-        keep the cache when nothing cached can have changed meaning (see
-        :func:`~grelmicro.jwt._keys.cache_survives`). Any removal starts a fresh cache, so no
-        result a removed key verified outlives it.
+        keep the cache when nothing cached can have changed meaning (the
+        core's rule: ``Verifier.keeps_cache_of``, beside its key selection).
+        Any removal starts a fresh cache, so no result a removed key verified
+        outlives it.
         """
         new_keys = tuple(key_set.keys)
         with _ROTATION:
@@ -390,7 +391,7 @@ class JWTVerifier:
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
             core = _core.call(_core.Verifier, key_set, self.config.policy())
-            keep = old_keys is not None and cache_survives(old_keys, new_keys)
+            keep = old_keys is not None and core.keeps_cache_of(self._engine)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
 

@@ -118,6 +118,12 @@ class Verifier:
         ``valid_until`` is the earliest of ``exp`` and, under ``max_age``,
         ``iat + max_age`` (leeway never extends it); None without ``exp``.
         """
+    def keeps_cache_of(self, old: Verifier) -> bool:
+        """Whether results ``old`` verified still hold under this verifier's keys.
+
+        No key of ``old`` is gone and no token selects another key than it
+        did under ``old`` (the policy is taken to be the same).
+        """
     @property
     def algorithms(self) -> list[str]:
         """Algorithms this verifier accepts."""
@@ -146,7 +152,9 @@ class TokenCache:
         clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> TokenCache: ...
-    def rebind(self, verify: Callable[[str | bytes, float], tuple[Any, float | None]]) -> TokenCache:
+    def rebind(
+        self, verify: Callable[[str | bytes, float], tuple[Any, float | None]]
+    ) -> TokenCache:
         """A cache sharing this one's entries and counts, whose misses call ``verify``."""
     def verify(self, token: str | bytes, now: float | None = None) -> Any:
         """The claims for ``token`` at ``now`` (default: ``clock()``): cached, else verified."""

@@ -256,10 +256,7 @@ impl PyTokenCache {
     fn deadline(&self, valid_until: Option<f64>, now: f64) -> Option<f64> {
         let valid_until = valid_until?;
         // Written as the condition that must hold: a NaN is never stored.
-        if !(valid_until > now) {
-            return None;
-        }
-        Some(valid_until.min(now + self.ttl))
+        (valid_until > now).then(|| valid_until.min(now + self.ttl))
     }
 }
 

@@ -116,6 +116,13 @@ impl PyVerifier {
         self.check(py, token, now)
     }
 
+    /// Whether results `old` verified still hold under this verifier's keys
+    /// (no key of `old` gone, no token selecting another key; the policy is
+    /// taken to be the same): a cache filled by `old` may then be kept.
+    fn keeps_cache_of(&self, old: &PyVerifier) -> bool {
+        self.inner.keys().keeps_selections_of(old.inner.keys())
+    }
+
     /// Algorithms this verifier accepts.
     #[getter]
     fn algorithms(&self) -> Vec<&'static str> {
