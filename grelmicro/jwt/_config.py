@@ -124,7 +124,12 @@ class JWTConfig(BaseModel):
     max_depth: int = 64
     """Maximum JSON nesting depth in header and payload."""
     cache_size: int = Field(default=1024, ge=0, le=10_000_000)
-    """Verified tokens kept; 0 disables the cache (no digest is computed)."""
+    """Verified tokens kept; 0 disables the cache (no digest is computed).
+
+    The bound holds for the shared table and, again, for the view each
+    verifying thread keeps of it (its own claims objects around the shared
+    payloads, under the same keys): up to ``cache_size`` entries per thread
+    that verifies, plus the table."""
     cache_ttl: float = Field(default=300.0, gt=0.0, le=86_400.0, allow_inf_nan=False)
     """Longest time a verified token is served from the cache, in seconds."""
     cache_key: CacheKey = "digest"

@@ -1,4 +1,9 @@
-"""Type stub of the compiled module ``grelmicro_core._core``."""
+"""Type stub of the compiled module ``grelmicro_core._core``.
+
+Only the API is declared: the methods whose names start with an underscore
+(``TokenCache._entry``, ``_keys``, ``VerifyCall._view_len``) are hooks for
+the test suite, not part of it.
+"""
 
 from collections.abc import Callable, Sequence
 from typing import Any, final
@@ -169,10 +174,6 @@ class TokenCache:
     @property
     def counts(self) -> tuple[int, int] | None:
         """``(hits, misses)`` of ``verify`` when built with ``count=True``, else None."""
-    def _entry(self, token: str | bytes) -> tuple[float, Any, float] | None:
-        """For tests: ``(deadline, value, stored_at)`` stored for ``token``, or None."""
-    def _keys(self) -> list[bytes]:
-        """For tests: the stored keys (digests, or token bytes), oldest first."""
     @property
     def order_length(self) -> int:
         """Length of the insertion order (bounded like the entries)."""
@@ -203,8 +204,6 @@ class VerifyCall:
         """Verify ``token`` and return its claims."""
     def install(self, route: TokenCache) -> None:
         """Makes ``route`` the one every later call uses (from any thread)."""
-    def _view_len(self) -> int | None:
-        """For tests: entries in the calling thread's view (None: no fresh view)."""
     @property
     def __signature__(self) -> Any:
         """The signature frameworks see (``inspect.signature`` reads it)."""
