@@ -5,8 +5,8 @@
 
 use aws_lc_rs::signature::{self, VerificationAlgorithm};
 
+use crate::digest::Sha2;
 use crate::error::{Error, ErrorKind, Result};
-use crate::key::Sha2;
 
 /// A JWS signature algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

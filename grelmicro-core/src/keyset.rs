@@ -245,6 +245,46 @@ impl KeySet {
         found.ok_or_else(|| unknown_key("no configured key has the token's kid", Some(kid)))
     }
 
+    /// Whether everything verified under `old` still holds under this set:
+    /// no key of `old` is gone, and every token that selected a key under
+    /// `old` (by [`KeySet::select_index`], so this follows that rule
+    /// wherever it goes) selects the same key here. A verified-token cache
+    /// filled under `old` may be kept only then.
+    ///
+    /// Tokens are told apart only by `alg` and by what their `kid` names:
+    /// no kid, a kid of either set, or any other kid (all alike), so each
+    /// such class is tried once.
+    pub fn keeps_selections_of(&self, old: &KeySet) -> bool {
+        let present = |key: &Arc<Key>| {
+            self.keys
+                .iter()
+                .any(|k| k.kid() == key.kid() && k.same_material(key))
+        };
+        if !old.keys.iter().all(present) {
+            return false;
+        }
+        let mut unnamed = String::from("\0");
+        while old.by_kid.contains_key(&unnamed) || self.by_kid.contains_key(&unnamed) {
+            unnamed.push('\0');
+        }
+        let named = old.by_kid.keys().chain(self.by_kid.keys());
+        let kids = [None, Some(unnamed.as_str())]
+            .into_iter()
+            .chain(named.map(|kid| Some(kid.as_str())));
+        for kid in kids {
+            for alg in Algorithm::ALL {
+                let Ok(before) = old.select_index(kid, alg) else {
+                    continue; // nothing under old: nothing cached to keep
+                };
+                match self.select_index(kid, alg) {
+                    Ok(after) if self.keys[after].same_material(&old.keys[before]) => {}
+                    _ => return false,
+                }
+            }
+        }
+        true
+    }
+
     pub fn keys(&self) -> &[Arc<Key>] {
         &self.keys
     }
@@ -273,6 +313,85 @@ mod tests {
 
     fn secret(byte: u8, kid: Option<&str>) -> Arc<Key> {
         Arc::new(Key::secret(&[byte; 32], Algorithm::HS256, kid.map(str::to_owned)).unwrap())
+    }
+
+    fn ed25519(x: &str, alg: &str, kid: Option<&str>) -> Arc<Key> {
+        let kid = kid.map_or(String::new(), |k| format!(r#","kid":"{k}""#));
+        let jwk = format!(r#"{{"kty":"OKP","crv":"Ed25519","alg":"{alg}","x":"{x}"{kid}}}"#);
+        Arc::new(Key::jwk_json(jwk.as_bytes(), None, false).unwrap())
+    }
+
+    /// RFC 8032 §7.1 test 1 and test 2 public keys.
+    const ED_1: &str = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+    const ED_2: &str = "PUAXw-hDiVqStwqnTRt-vJyYLM8uxJaMwM1V8Sr0Zgw";
+
+    fn keeps(old: Vec<Arc<Key>>, new: Vec<Arc<Key>>) -> bool {
+        KeySet::new(new)
+            .unwrap()
+            .keeps_selections_of(&KeySet::new(old).unwrap())
+    }
+
+    #[test]
+    fn selections_survive_only_additions_that_change_no_choice() {
+        let (a, b, c) = (
+            secret(1, Some("a")),
+            secret(2, Some("b")),
+            secret(3, Some("c")),
+        );
+        // The same keys, or a new kid beside two kid-named keys (kid-less
+        // tokens were already ambiguous): every choice stays.
+        assert!(keeps(
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), b.clone()]
+        ));
+        assert!(keeps(
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), b.clone(), c.clone()]
+        ));
+        // A removed key: what it verified must stop verifying.
+        assert!(!keeps(vec![a.clone(), b.clone()], vec![a.clone()]));
+        // A second key for an algorithm that had one: a kid-less token that
+        // chose `a` is now ambiguous.
+        assert!(!keeps(vec![a.clone()], vec![a.clone(), b.clone()]));
+        // A key of another algorithm changes nothing for HS256 tokens.
+        let other = Arc::new(Key::secret(&[4; 48], Algorithm::HS384, Some("d".into())).unwrap());
+        assert!(keeps(vec![a.clone()], vec![a.clone(), other]));
+        // A reused kid: the kid now names two keys and is unusable.
+        assert!(!keeps(
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), b.clone(), secret(5, Some("a"))]
+        ));
+        // A kid-less key: it now answers tokens whose kid names nothing...
+        // which nothing did before; but a kid-less token had `a` or `b`.
+        assert!(keeps(
+            vec![a.clone(), b.clone()],
+            vec![a.clone(), b.clone(), secret(6, None)]
+        ));
+        assert!(!keeps(vec![a.clone()], vec![a.clone(), secret(6, None)]));
+        // An old kid-less key answered unknown kids; a new key under such a
+        // kid takes them over.
+        let loose = secret(7, None);
+        assert!(!keeps(vec![loose.clone()], vec![loose, c]));
+    }
+
+    #[test]
+    fn an_ed25519_key_named_either_way_counts_for_both_names() {
+        // A kid-less EdDSA token chose the only Ed25519 key; a second one
+        // published under the other name (`Ed25519`) makes it ambiguous.
+        let first = ed25519(ED_1, "EdDSA", Some("one"));
+        let second = ed25519(ED_2, "Ed25519", Some("two"));
+        let before = KeySet::new(vec![first.clone()]).unwrap();
+        let after = KeySet::new(vec![first, second]).unwrap();
+        assert!(before.select_index(None, Algorithm::EdDSA).is_ok());
+        assert_eq!(
+            after
+                .select_index(None, Algorithm::EdDSA)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::UnknownKey
+        );
+        assert!(!after.keeps_selections_of(&before));
+        assert!(before.keeps_selections_of(&before));
     }
 
     #[test]

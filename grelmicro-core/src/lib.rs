@@ -17,7 +17,7 @@
 //! - [`json`]: strict JSON on top of jiter, into any [`json::Builder`]
 //! - [`verifier`]: the pieces put together
 //! - [`peek`]: the unverified issuer of a token, to route it among issuers
-//! - [`digest`]: SHA-256 for the cache key
+//! - [`digest`]: SHA-256 for the cache key, the SHA-2 names HMAC runs
 //! - [`cache`]: the verified-token cache, shared by every thread
 //! - [`dpop`]: DPoP proofs (RFC 9449), the sender constraint on a token
 //! - [`error`]: one error type with stable kinds

@@ -10,7 +10,7 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::algorithm::{Algorithm, AlgorithmSet};
-use crate::claims;
+use crate::claims::{self, Verified};
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
@@ -143,18 +143,19 @@ impl Verifier {
         Ok(payload)
     }
 
-    /// Decodes an authenticated payload and applies the claim rules.
+    /// Decodes an authenticated payload and applies the claim rules; says
+    /// until when the answer holds under this verifier's policy.
     pub fn claims<B: Builder>(
         &self,
         payload: &[u8],
         builder: &mut B,
         now: f64,
-    ) -> Result<B::Value> {
+    ) -> Result<Verified<B::Value>> {
         claims::decode(payload, &self.policy, builder, now)
     }
 
     /// The whole verification into a Rust [`Value`].
-    pub fn verify(&self, token: &[u8], now: f64) -> Result<Value> {
+    pub fn verify(&self, token: &[u8], now: f64) -> Result<Verified<Value>> {
         let mut room = PayloadRoom::new();
         let payload = self.authenticate(token, &mut room)?;
         self.claims(payload, &mut ValueBuilder, now)
@@ -262,6 +263,28 @@ mod tests {
         assert_eq!(
             Verifier::new(keys, policy).unwrap_err().kind(),
             ErrorKind::InvalidConfig
+        );
+    }
+
+    #[test]
+    fn the_answer_holds_until_exp_or_this_policy_s_max_age() {
+        let token = mint(
+            &[1; 32],
+            r#"{"alg":"HS256","kid":"a"}"#,
+            r#"{"exp":1000,"iat":100}"#,
+        );
+        let plain = verifier(PolicyOptions::default());
+        assert_eq!(
+            plain.verify(token.as_bytes(), 150.0).unwrap().valid_until,
+            Some(1000.0)
+        );
+        let aged = verifier(PolicyOptions {
+            max_age: Some(60.0),
+            ..Default::default()
+        });
+        assert_eq!(
+            aged.verify(token.as_bytes(), 150.0).unwrap().valid_until,
+            Some(160.0)
         );
     }
 

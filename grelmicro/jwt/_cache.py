@@ -7,8 +7,8 @@ one call, ``verify(token, now)``: the core computes the key, reads the entry
 under a read lock that hits share (a hit never waits for another hit) and
 returns the claims while ``stored_at <= now < deadline`` (a clock that goes
 back, or a ``now=`` from the past, misses and lets the core decide). A miss
-is the same call: it runs the engine's ``verify(token, now)`` and the claims
-type, and stores the result with the key already computed. Stores evict
+is the same call: it runs the engine's ``verify_until(token, now)`` and the
+claims type, and stores the result with the key already computed. Stores evict
 oldest-first, draining entries whose deadline has passed before evicting
 live ones. Nothing ever walks the table.
 
@@ -16,10 +16,12 @@ Why not a ``dict``: on free-threaded CPython 3.13 a ``dict`` lookup from a
 thread other than the one that stored the key falls back to the dict's lock
 on every call (~20 µs with ``dict.get``); see ``docs/design-notes.md``.
 
-The deadline is the earliest of the token's ``exp``, insertion plus the
-TTL and, under a ``max_age`` policy, ``iat + max_age``: a cached token is
-never served past a moment the core would refuse it. Tokens without ``exp``
-and rejected tokens are never stored. Key rotation replaces the whole cache
+The engine that verified a token says until when its answer holds (its
+``valid_until``: ``exp`` and, under the ``max_age`` of the policy that
+token was checked against, ``iat + max_age``); the deadline is that or
+insertion plus the TTL, whichever comes first, so a cached token is never
+served past a moment its engine would refuse it. Tokens without ``exp``
+(no ``valid_until``) and rejected tokens are never stored. Key rotation replaces the whole cache
 unless only keys were added.
 """
 
@@ -31,7 +33,10 @@ from typing import Any
 from grelmicro.jwt import _core
 from grelmicro.jwt._claims import Claims
 
-__all__ = ["TokenCache"]
+__all__ = ["Engine", "TokenCache"]
+
+#: An engine's ``verify_until(token, now) -> (payload, valid_until)``.
+Engine = Callable[[str | bytes, float], tuple[dict[str, Any], float | None]]
 
 
 class TokenCache:
@@ -43,11 +48,10 @@ class TokenCache:
         self,
         max_size: int,
         ttl: float,
-        max_age: float | None = None,
         *,
         key: str = "digest",
         max_token_size: int = 8192,
-        verify: Callable[[str | bytes, float], dict[str, Any]] | None = None,
+        verify: Engine | None = None,
         claims: Callable[[dict[str, Any]], Any] | None = None,
         claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
@@ -59,7 +63,6 @@ class TokenCache:
             digest_key=key == "digest",
             max_token_size=max_token_size,
             ttl=ttl,
-            max_age=max_age,
             verify=verify,
             claims=claims,
             # The core makes a class whose __init__ only stores one slot
@@ -68,8 +71,8 @@ class TokenCache:
             clock=clock,
             count=count,
         )
-        #: ``verify(token, now=None) -> claims``: a hit, or ``verify`` then
-        #: ``claims`` and a store; one core call either way (``now`` defaults
+        #: ``verify(token, now=None) -> claims``: a hit, or the engine's
+        #: ``verify`` then ``claims`` and a store; one core call either way (``now`` defaults
         #: to ``clock()``). Raises ``CoreError`` (and
         #: whatever ``verify`` raises); ``TypeError`` when built without them.
         self.verify = self._table.verify
@@ -79,7 +82,7 @@ class TokenCache:
     def __len__(self) -> int:
         return len(self._table)
 
-    def rebind(self, verify: Callable[[str | bytes, float], dict[str, Any]]) -> TokenCache:
+    def rebind(self, verify: Engine) -> TokenCache:
         """The same entries (and counts), served by another engine's ``verify``."""
         other = object.__new__(TokenCache)
         other.max_size = self.max_size
@@ -98,9 +101,19 @@ class TokenCache:
         """Length of the insertion order (bounded like the entries)."""
         return self._table.order_length
 
-    def store(self, token: str | bytes, claims: Any, payload: dict[str, Any], now: float) -> None:
-        """Remember verified ``claims`` (of ``payload``) for ``token`` until their deadline."""
-        self._table.store(token, claims, payload, now)
+    def store(
+        self,
+        token: str | bytes,
+        claims: Any,
+        payload: dict[str, Any],
+        valid_until: float | None,
+        now: float,
+    ) -> None:
+        """Remember verified ``claims`` (of ``payload``) for ``token`` until their deadline.
+
+        ``valid_until`` is what the engine said of them (None: never stored).
+        """
+        self._table.store(token, claims, payload, valid_until, now)
 
     def clear(self) -> None:
         """Drop every entry."""

@@ -178,7 +178,12 @@ class JWTConfig(BaseModel):
     """Maximum JSON nesting depth in header and payload."""
     # -- the cache (Scope.CACHE) --
     cache_size: Annotated[Integer, Scope.CACHE, Field(ge=0, le=10_000_000)] = 1024
-    """Verified tokens kept; 0 disables the cache (no digest is computed)."""
+    """Verified tokens kept; 0 disables the cache (no digest is computed).
+
+    The bound holds for the shared table and, again, for the view each
+    verifying thread keeps of it (its own claims objects around the shared
+    payloads, under the same keys): up to ``cache_size`` entries per thread
+    that verifies, plus the table."""
     cache_ttl: Annotated[Seconds, Scope.CACHE, Field(gt=0.0, le=86_400.0, allow_inf_nan=False)] = (
         300.0
     )

@@ -7,7 +7,7 @@ issuer can never verify a token claiming another; an ``iss`` nobody
 configured is refused before any network call.
 
 :class:`KeyRouter` stands where the verifier otherwise holds one core
-verifier: the verifier's cache calls ``router.verify(token, now)`` on a miss
+verifier: the verifier's cache calls ``router.verify_until(token, now)`` on a miss
 only, so a cache hit costs exactly what it costs with static keys. On a miss
 the router checks (one clock read and a compare) whether keys are due for a
 refresh, then calls the issuer's core verifier; a token naming an unknown
@@ -35,7 +35,7 @@ from grelmicro.jwt._config import (
 )
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
-from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
+from grelmicro.jwt._keys import Key, json_text, key_identity
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = ["Issuer", "KeyRouter", "build_router"]
@@ -201,8 +201,8 @@ class _Slot:
 
         The same keys change nothing; added keys keep the cache unless they
         change which key a cached token selects; a removed key drops the
-        cache (results it verified must stop verifying). The rule is
-        :func:`~grelmicro.jwt._keys.cache_survives`, the one ``rotate`` uses.
+        cache (results it verified must stop verifying). The rule is the
+        core's ``Verifier.keeps_cache_of``, the one ``rotate`` uses.
         """
         if key_set is None:
             self.core = None
@@ -221,14 +221,18 @@ class _Slot:
             )
             return
         # First keys of this slot: nothing it verified can be cached yet.
-        drop = self.core is not None and not cache_survives(self.keys, keys)
+        drop = self.core is not None and not core.keeps_cache_of(self.core)
         self.core = core
         self.keys = keys
         if drop and self.on_removed is not None:
             self.on_removed()
 
-    def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
-        """Verify with this issuer's keys; refresh them first if due."""
+    def verify_until(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+        """Verify with this issuer's keys (refreshed first if due): ``(payload, valid_until)``.
+
+        ``valid_until`` comes from this issuer's core verifier, so its own
+        policy (``max_age``) bounds how long the cache serves the result.
+        """
         core = self.core
         source = self.source
         if source is not None and (core is None or self.clock() >= source.refresh_at):
@@ -237,7 +241,7 @@ class _Slot:
             core = self.core
         assert core is not None  # noqa: S101 - static slots are built with keys
         try:
-            return core.verify(token, now)
+            return core.verify_until(token, now)
         except _core.CoreError as exc:
             # A key (or a key of a new algorithm) the provider may have just
             # published: one refetch per cooldown, whatever the flood.
@@ -250,15 +254,16 @@ class _Slot:
                 raise
         newer = self.core
         assert newer is not None  # noqa: S101 - set when core was
-        return newer.verify(token, now)
+        return newer.verify_until(token, now)
 
 
 class KeyRouter:
     """The engine of a verifier with network keys or several issuers."""
 
-    __slots__ = ("_clients", "_max_size", "_slots", "_sources", "_static_keys", "verify")
+    __slots__ = ("_clients", "_max_size", "_slots", "_sources", "_static_keys", "verify_until")
 
-    verify: Callable[[str | bytes, float], dict[str, Any]]
+    #: The engine's ``verify_until(token, now) -> (payload, valid_until)``.
+    verify_until: Callable[[str | bytes, float], tuple[dict[str, Any], float | None]]
 
     def __init__(
         self,
@@ -275,15 +280,15 @@ class KeyRouter:
         self._static_keys = static_keys
         if len(slots) == 1:
             # One issuer: its policy checks iss; no routing needed.
-            self.verify = next(iter(slots.values())).verify
+            self.verify_until = next(iter(slots.values())).verify_until
         else:
-            self.verify = self._route
+            self.verify_until = self._route
 
-    def _route(self, token: str | bytes, now: float) -> dict[str, Any]:
+    def _route(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
         slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
         if slot is None:
             raise _core.CoreError("issuer", "token issuer is not one of the configured issuers")
-        return slot.verify(token, now)
+        return slot.verify_until(token, now)
 
     def on_removed(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when an issuer's refresh withdrew a key."""

@@ -12,7 +12,7 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._config import AlgorithmName, check_flags
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
-__all__ = ["Key"]  # cache_survives and key_identity: shared by _verifier and _issuers
+__all__ = ["Key"]  # key_identity: shared by _verifier and _issuers
 
 _KNOWN = tuple(_core.algorithms())
 
@@ -143,23 +143,3 @@ def json_text(document: object, what: str) -> str | bytes:
 def key_identity(keys: Sequence[_core.Key]) -> frozenset[tuple[str, str | None]]:
     """What identifies a set of keys: each key's fingerprint with its ``kid``."""
     return frozenset((key.fingerprint, key.kid) for key in keys)
-
-
-def cache_survives(old: Sequence[_core.Key], new: Sequence[_core.Key]) -> bool:
-    """Whether every result verified under ``old`` keys still holds under ``new``.
-
-    Not when a key was removed. Nor when an addition changes which key a
-    cached token selects: a kid-less key or a reused kid (a kid then names
-    two keys and becomes unusable), or a second key for an algorithm that had
-    exactly one (a token without kid, accepted when one key could verify it,
-    becomes ambiguous).
-    """
-    before, after = key_identity(old), key_identity(new)
-    if not before <= after:
-        return False
-    old_kids = {key.kid for key in old}
-    added = [key for key in new if (key.fingerprint, key.kid) not in before]
-    if None in old_kids or any(key.kid is None or key.kid in old_kids for key in added):
-        return False
-    algorithms = [key.algorithm for key in old]
-    return all(algorithms.count(key.algorithm) != 1 for key in added)

@@ -34,7 +34,7 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
-from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
+from grelmicro.jwt._keys import Key, json_text, key_identity
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -164,7 +164,13 @@ def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, 
 def _no_cache(engine: _core.Verifier, clock: Clock) -> TokenCache:
     """The route without a cache: ``Claims(engine.verify(token, now))``."""
     return TokenCache(
-        0, 0.0, key="token", max_token_size=0, verify=engine.verify, claims=Claims, clock=clock
+        0,
+        0.0,
+        key="token",
+        max_token_size=0,
+        verify=engine.verify_until,
+        claims=Claims,
+        clock=clock,
     )
 
 
@@ -399,9 +405,10 @@ class JWTVerifier:
 
         Keys are compared by fingerprint and kid. The same keys change
         nothing (same engine, same cache). Added keys build a new engine and
-        keep the cache when nothing cached can have changed meaning (see
-        :func:`~grelmicro.jwt._keys.cache_survives`). Any removal starts a fresh cache, so no
-        result a removed key verified outlives it.
+        keep the cache when nothing cached can have changed meaning (the
+        core's rule: ``Verifier.keeps_cache_of``, beside its key selection).
+        Any removal starts a fresh cache, so no result a removed key verified
+        outlives it.
         """
         new_keys = tuple(key_set.keys)
         with _ROTATION:
@@ -409,7 +416,7 @@ class JWTVerifier:
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
             core = _core.call(_core.Verifier, key_set, self.config.policy())
-            keep = old_keys is not None and cache_survives(old_keys, new_keys)
+            keep = old_keys is not None and core.keeps_cache_of(self._engine)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
 
@@ -423,7 +430,7 @@ class JWTVerifier:
         """
         config = self.config
         if cache is not None:  # kept across an addition of keys: same table, new engine
-            cache = cache.rebind(engine.verify)
+            cache = cache.rebind(engine.verify_until)
         else:
             old: TokenCache | None = getattr(self, "_cache", None)
             counters = self._counters
@@ -435,10 +442,9 @@ class JWTVerifier:
                 cache = TokenCache(
                     config.cache_size,
                     config.cache_ttl,
-                    config.max_age,
                     key=config.cache_key,
                     max_token_size=config.max_token_size,
-                    verify=engine.verify,
+                    verify=engine.verify_until,
                     claims=Claims,
                     clock=self._clock,
                     count=counters is not None,
@@ -482,7 +488,7 @@ class JWTVerifier:
     def _install_engine(self, router: KeyRouter) -> None:
         """Build ``verify`` around the key router, with a fresh cache."""
         with _ROTATION:
-            # The router quacks like a core verifier: verify(token, now), algorithms.
+            # The router quacks like a core verifier: verify_until(token, now), algorithms.
             self._activate(cast("_core.Verifier", router), None)
 
     def _drop_cache(self) -> None:

@@ -1,24 +1,22 @@
-"""Signature checks run with the GIL released (design §2).
+"""Signature checks run with the GIL released (design §2), shown without a clock.
 
-A second thread counts loop iterations while this thread works. Each of its
-iterations ends with ``time.sleep(0)``, which hands the GIL back: the counter
-therefore moves only as fast as this thread lets go of the GIL.
+The switch interval is raised far beyond the test's length, so the
+interpreter never takes the GIL away from a running thread: the test thread
+lets go of it only where it releases it itself. A watcher thread queues for
+the GIL and, each time it holds it, looks whether the test thread is between
+the two statements around ``verify``. Seeing it there proves the test thread
+released the GIL inside ``verify``: nothing else between those statements
+lets go of it. The outcome is decided by who holds the GIL, never by how
+fast either thread runs; the loop's deadline only ends a run whose GIL is
+never released (a hang guard, far beyond any machine's wake-up delay).
 
-- Baseline: this thread runs a pure-Python busy loop, holding the GIL except
-  when the interpreter forces a switch (every ``sys.getswitchinterval()``),
-  so the counter barely moves.
-- Verification: this thread runs RSA-4096 verifications. If the core
-  releases the GIL around the signature check, the counter runs freely.
-
-(A counter that never yields would get about half the GIL in the baseline
-through forced switches, which caps the contrast near 2x; yielding every
-iteration measures who holds the GIL instead of how the scheduler splits it.)
-On an idle 2-core machine the ratio is in the tens; 3x is required.
+HMAC over a short token runs attached on purpose (releasing would cost more
+than the check): the watcher never sees that call from inside, which shows
+the check can fail.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -26,78 +24,109 @@ from collections.abc import Callable
 
 import forge
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 from grelmicro_core import Key
-from support import NOW, verifier
+from support import NOW, key_for, verifier
 
-PHASE_SECONDS = 1.0
-MIN_RATIO = 3.0
+#: Longer than any run: no forced switch while the test thread holds the GIL.
+NO_FORCED_SWITCH = 1000.0
+#: Ends a run that never sees the inside of ``verify`` (a released GIL is
+#: seen within one wake-up of the watcher: microseconds to milliseconds).
+HANG_GUARD_SECONDS = 60.0
+#: Calls of the attached control: the watcher cannot run during any of them.
+ATTACHED_CALLS = 2_000
 
-pytestmark = [
-    pytest.mark.skipif(
-        not getattr(sys, "_is_gil_enabled", lambda: True)(),
-        reason="free-threaded interpreter without a GIL: nothing to release",
-    ),
-    pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPU cores to run both threads"),
-]
+pytestmark = pytest.mark.skipif(
+    not getattr(sys, "_is_gil_enabled", lambda: True)(),
+    reason="free-threaded interpreter without a GIL: nothing to release",
+)
 
 
-class Counter:
-    """A thread that counts its own loop iterations until stopped."""
+class Watcher:
+    """A thread that, whenever it holds the GIL, looks where the test thread is."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self._stop = threading.Event()
+        self.inside = False  # written by the test thread around each verify
+        self.seen_inside = threading.Event()
+        self.stopped = False
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.count += 1
-            time.sleep(0)  # hand the GIL back to whoever wants it
+        while not self.stopped:
+            if self.inside:
+                self.seen_inside.set()
+                return
+            time.sleep(0)  # hand the GIL back, and queue for it again
 
-    def __enter__(self) -> Counter:
+    def __enter__(self) -> Watcher:
         self._thread.start()
-        while self.count == 0:
-            time.sleep(0.001)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.stopped = True
+        self._thread.join(timeout=10)
+        assert not self._thread.is_alive()
 
 
-def progress_during(counter: Counter, work: Callable[[], object]) -> tuple[int, int]:
-    """(counter progress, calls of ``work``) over one phase."""
-    start = counter.count
-    calls = 0
-    deadline = time.perf_counter() + PHASE_SECONDS
-    while time.perf_counter() < deadline:
-        work()
-        calls += 1
-    return counter.count - start, calls
+def seen_inside(work: Callable[[], object], *, calls: int | None = None) -> bool:
+    """Whether the watcher held the GIL while this thread was inside ``work()``.
+
+    Calls ``work`` until the watcher sees it from inside, at most ``calls``
+    times (None: until the hang guard).
+    """
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(NO_FORCED_SWITCH)
+    try:
+        with Watcher() as watcher:
+            guard = time.monotonic() + HANG_GUARD_SECONDS
+            made = 0
+            while not watcher.seen_inside.is_set():
+                if calls is not None and made == calls:
+                    break
+                if calls is None and time.monotonic() > guard:
+                    break
+                watcher.inside = True
+                work()
+                watcher.inside = False
+                made += 1
+            return watcher.seen_inside.is_set()
+    finally:
+        sys.setswitchinterval(previous)
 
 
-def busy_python() -> int:
-    total = 0
-    for i in range(2_000):
-        total += i
-    return total
+@pytest.mark.parametrize("alg", ["RS256", "PS256", "ES256", "EdDSA"])
+def test_an_asymmetric_signature_check_releases_the_gil(alg: str) -> None:
+    signer = forge.private_key(alg, seed=3)
+    check = verifier(key_for(signer))
+    token = signer.mint({"sub": "gil", "exp": NOW + 60})
+    assert check.verify(token, NOW)["sub"] == "gil"
+
+    assert seen_inside(lambda: check.verify(token, NOW))
 
 
 def test_rsa_4096_verification_releases_the_gil() -> None:
+    rsa = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.rsa")
     private = rsa.generate_private_key(public_exponent=65537, key_size=4096)
     check = verifier(Key.pem(forge.spki_pem(private), "RS256"))
     token = forge.Signer("RS256", private).mint({"sub": "gil", "exp": NOW + 60})
     assert check.verify(token, NOW)["sub"] == "gil"
 
-    with Counter() as counter:
-        baseline, _ = progress_during(counter, busy_python)
-        during, verifications = progress_during(counter, lambda: check.verify(token, NOW))
+    assert seen_inside(lambda: check.verify(token, NOW))
 
-    # Each call waits for the GIL to come back from the counter thread (up to
-    # the 5 ms switch interval), so a loaded machine manages few calls a phase.
-    assert verifications >= 10, f"only {verifications} RSA-4096 verifications ran"
-    assert during >= MIN_RATIO * max(baseline, 1), (
-        f"the other thread advanced {during} times during {verifications} verifications "
-        f"but {baseline} times during a pure-Python loop: the GIL looks held"
-    )
+
+def test_hmac_over_a_long_token_releases_the_gil() -> None:
+    signer = forge.hmac_key()
+    check = verifier(key_for(signer))
+    token = signer.mint({"exp": NOW + 60, "pad": "x" * 4096})
+    assert check.verify(token, NOW)["pad"] == "x" * 4096
+
+    assert seen_inside(lambda: check.verify(token, NOW))
+
+
+def test_hmac_over_a_short_token_stays_attached() -> None:
+    """The control: a call that keeps the GIL is never seen from inside."""
+    signer = forge.hmac_key()
+    check = verifier(key_for(signer))
+    token = signer.mint({"exp": NOW + 60})
+    assert check.verify(token, NOW)["exp"] == NOW + 60
+
+    assert not seen_inside(lambda: check.verify(token, NOW), calls=ATTACHED_CALLS)

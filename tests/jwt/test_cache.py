@@ -13,7 +13,7 @@ import types
 from collections.abc import Callable
 
 import pytest
-from forge import NOW, SECRET, Signer, tamper
+from forge import NOW, SECRET, Signer, hmac_key, tamper
 
 from grelmicro.jwt import (
     CacheInfo,
@@ -21,6 +21,7 @@ from grelmicro.jwt import (
     ExpiredTokenError,
     InvalidAudienceError,
     InvalidSignatureError,
+    Issuer,
     JWTVerifier,
     Key,
     TokenNotYetValidError,
@@ -160,6 +161,39 @@ def test_cached_entry_never_outlives_max_age(leeway: float, cache_key: str, sign
         verifier.verify(text, now=NOW + 10.5 + leeway)  # 60.5 s (+ leeway) after iat
 
 
+def test_an_issuer_s_own_max_age_holds_on_a_cache_hit(cache_key: str):
+    """Each issuer's policy bounds what the cache serves, not the verifier-wide one.
+
+    The deadline once came from the verifier-wide ``max_age`` (none here), so
+    a token 150 s past its iat was served from the cache although its
+    issuer allows 60 s (and a fresh verify refuses it).
+    """
+    strict = hmac_key(secret=b"tenant-a-" + SECRET)
+    lax = hmac_key(secret=b"tenant-b-" + SECRET)
+    verifier = JWTVerifier(
+        issuers=[
+            Issuer("https://a.example/", keys=[Key.secret(b"tenant-a-" + SECRET)], max_age=60),
+            Issuer("https://b.example/", keys=[Key.secret(b"tenant-b-" + SECRET)]),
+        ],
+        cache_key=cache_key,
+    )
+    young = strict.mint({"iss": "https://a.example/", "iat": NOW, "exp": NOW + 1000})
+    other = lax.mint({"iss": "https://b.example/", "iat": NOW, "exp": NOW + 1000})
+
+    first = verifier.verify(young, now=NOW)
+    verifier.verify(other, now=NOW)
+
+    assert verifier.verify(young, now=NOW + 59) is first  # still a hit
+    entry = entry_for(verifier, young)
+    assert entry is not None
+    assert entry[0] == NOW + 60  # iat + this issuer's max_age
+    other_entry = entry_for(verifier, other)
+    assert other_entry is not None
+    assert other_entry[0] == NOW + 300  # the other issuer has no max_age: the TTL
+    with pytest.raises(TokenTooOldError):
+        verifier.verify(young, now=NOW + 150)
+
+
 # -- what is never stored ---------------------------------------------------------------
 
 
@@ -176,26 +210,37 @@ def test_tokens_without_exp_are_never_stored(cache_key: str, signer: Signer):
     assert cache_of(verifier).order_length == 0
 
 
-@pytest.mark.parametrize(
-    "exp",
-    [pytest.param(True, id="bool"), pytest.param(None, id="null"), pytest.param("x", id="str")],
-)
-def test_store_ignores_an_exp_that_is_not_a_number(exp: object):
+def test_store_keeps_nothing_without_a_valid_until():
     cache = TokenCache(4, 300)
 
-    cache.store(b"k", object(), {"exp": exp}, NOW)
+    cache.store(b"k", object(), {"sub": "forever"}, None, NOW)
 
     assert len(cache) == 0
     assert cache.order_length == 0
 
 
-def test_store_ignores_an_already_passed_deadline():
+@pytest.mark.parametrize(
+    "valid_until",
+    [NOW, NOW - 1, float("nan"), float("-inf")],
+    ids=["now", "past", "nan", "-inf"],
+)
+def test_store_ignores_a_valid_until_not_after_now(valid_until: float):
     cache = TokenCache(4, 300)
 
-    cache.store(b"k", object(), {"exp": NOW}, NOW)
-    cache.store(b"j", object(), {"exp": NOW - 1}, NOW)
+    cache.store(b"k", object(), {"exp": NOW + 60}, valid_until, NOW)
 
     assert len(cache) == 0
+
+
+def test_store_takes_the_earlier_of_valid_until_and_the_ttl():
+    cache = TokenCache(4, 300, key="token")
+    early, late = object(), object()
+
+    cache.store(b"early", early, {}, NOW + 10, NOW)
+    cache.store(b"late", late, {}, NOW + 1000, NOW)
+
+    assert cache._table._entry(b"early") == (NOW + 10, early, NOW)
+    assert cache._table._entry(b"late") == (NOW + 300, late, NOW)
 
 
 def test_rejections_are_never_stored(cache_key: str, token: Callable[..., str]):

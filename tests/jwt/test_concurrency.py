@@ -3,16 +3,17 @@
 Twelve threads hammer one :class:`JWTVerifier` whose cache is far smaller
 than the token population, with ``sys.setswitchinterval(1e-6)`` so the GIL
 (where there is one) changes hands as often as possible. Virtual time moves
-forward through the run (``now=`` per call) so tokens expire while they are
-cached, and another thread rotates the keys so that some tokens lose their
-key and regain it. Every answer is checked against what that token alone
-deserves.
+forward with each thread's own steps (``now=`` per call) so tokens expire
+while they are cached, and another thread rotates the keys so that some
+tokens lose their key and regain it. Every answer is checked against what
+that token alone deserves. The run is a number of steps, never a stretch of
+wall time: what it covers does not depend on the machine's speed or load.
 
 Runs on the free-threaded build too, where ``sys._is_gil_enabled()`` must
 stay ``False``. The keys are HMAC so that no ``cryptography`` is needed: it
 cannot be installed on the free-threaded 3.13 build (cffi refuses 3.13t).
 
-``GRELMICRO_STRESS_SECONDS`` sets the duration of each run (default 3).
+``GRELMICRO_STRESS_STEPS`` sets the verifications per thread (default 3000).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from grelmicro.jwt import (
     UnknownKeyError,
 )
 
-SECONDS = float(os.environ.get("GRELMICRO_STRESS_SECONDS", "3"))
+STEPS = int(os.environ.get("GRELMICRO_STRESS_STEPS", "3000"))
+MIN_ROTATIONS = 20  # the rotator goes on until the workers are done and it did as many
 THREADS = 12
 POPULATION = 200
 CACHE_SIZE = 16
@@ -68,6 +70,8 @@ class Tally:
     failures: list[str] = field(default_factory=list)
     cache_samples: list[tuple[int, int]] = field(default_factory=list)
     rotations: int = 0
+    #: Refusals of a ``rotating`` token the rotator saw right after taking its key away.
+    withdrawn: int = 0
 
 
 def population() -> list[Case]:
@@ -132,7 +136,6 @@ def hammer(
     verifier: JWTVerifier,
     cases: list[Case],
     start: threading.Barrier,
-    deadline: list[float],
     tally: Tally,
     lock: threading.Lock,
     seed: int,
@@ -143,11 +146,9 @@ def hammer(
     seen: dict[str, Claims] = {}
     hits = 0
     start.wait()
-    began = time.monotonic()
     try:
-        while (now_wall := time.monotonic()) < deadline[0]:
-            progress = (now_wall - began) / SECONDS
-            now = NOW + SPAN * progress + rng.uniform(-3.0, 3.0)
+        for step in range(STEPS):
+            now = NOW + SPAN * step / STEPS + rng.uniform(-3.0, 3.0)
             case = cases[rng.randrange(len(cases))]
             expected = allowed(case, now)
             try:
@@ -183,12 +184,25 @@ def sample_cache(verifier: JWTVerifier, stop: threading.Event, tally: Tally) -> 
         time.sleep(0.0005)
 
 
-def rotate_keys(verifier: JWTVerifier, stop: threading.Event, tally: Tally) -> None:
+def rotate_keys(
+    verifier: JWTVerifier, stop: threading.Event, tally: Tally, withdrawn: Case
+) -> None:
+    """Alternate the key sets until told to stop and ``MIN_ROTATIONS`` are done.
+
+    After each rotation that takes the ``rotating`` key away, the rotator
+    (the only thread that rotates) checks that ``withdrawn``, a token of
+    that key, is refused at once, whatever the workers were doing.
+    """
     sets = key_sets()
     try:
-        while not stop.is_set():
+        while not stop.is_set() or tally.rotations < MIN_ROTATIONS:
             verifier.rotate(sets[tally.rotations % 2])
             tally.rotations += 1
+            if tally.rotations % 2 == 0:  # sets[1]: the rotating key is gone
+                try:
+                    verifier.verify(withdrawn.token, now=NOW)
+                except UnknownKeyError:
+                    tally.withdrawn += 1
             time.sleep(0.002)
     except BaseException:
         tally.failures.append("rotate: " + traceback.format_exc())
@@ -215,28 +229,29 @@ def test_shared_verifier_under_contention(settings: dict[str, object], fast_swit
     lock = threading.Lock()
     stop = threading.Event()
     start = threading.Barrier(THREADS + 1)
-    deadline = [0.0]
+    withdrawn = next(c for c in cases if c.rotating and not c.forged and c.exp > NOW)
     workers = [
         threading.Thread(
             target=hammer,
-            args=(verifier, cases, start, deadline, tally, lock, seed),
+            args=(verifier, cases, start, tally, lock, seed),
             name=f"verify-{seed}",
         )
         for seed in range(THREADS)
     ]
     helpers = [
         threading.Thread(target=sample_cache, args=(verifier, stop, tally), name="sampler"),
-        threading.Thread(target=rotate_keys, args=(verifier, stop, tally), name="rotator"),
+        threading.Thread(
+            target=rotate_keys, args=(verifier, stop, tally, withdrawn), name="rotator"
+        ),
     ]
     gil_before = sys._is_gil_enabled() if FREE_THREADED else None  # type: ignore[attr-defined]
 
     # Act
     for thread in workers + helpers:
         thread.start()
-    deadline[0] = time.monotonic() + SECONDS
     start.wait()
     for thread in workers:
-        thread.join(timeout=SECONDS + 60)
+        thread.join(timeout=600)  # a hang guard
     stop.set()
     for thread in helpers:
         thread.join(timeout=60)
@@ -246,11 +261,11 @@ def test_shared_verifier_under_contention(settings: dict[str, object], fast_swit
     assert tally.failures == []
     assert tally.outcomes["ok"] > 0
     assert tally.outcomes["expired"] > 0
-    assert tally.outcomes["unknown-key"] > 0  # rotation really took keys away
+    assert tally.withdrawn == tally.rotations // 2  # rotation really took the key away
     assert tally.outcomes["signature"] > 0
     assert set(tally.outcomes) <= {"ok", "expired", "unknown-key", "signature"}
     assert tally.hits > 0  # the cache served shared objects
-    assert tally.rotations > 10
+    assert tally.rotations >= MIN_ROTATIONS
     assert tally.cache_samples
     assert max(size for size, _ in tally.cache_samples) <= CACHE_SIZE
     assert max(length for _, length in tally.cache_samples) <= CACHE_SIZE

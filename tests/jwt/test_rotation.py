@@ -207,6 +207,29 @@ def test_a_kidless_token_cached_under_one_key_is_not_served_once_ambiguous():
         verifier.verify(kidless, now=NOW)
 
 
+def test_an_ed25519_key_added_under_its_other_name_drops_a_cached_kidless_token():
+    """``EdDSA`` and ``Ed25519`` name one kind of key, so both count as candidates.
+
+    The survival rule once had a Python copy that compared algorithm names:
+    after a second Ed25519 key published as ``Ed25519`` beside an ``EdDSA``
+    one, a cached kid-less token was still served while a fresh verify
+    refused it as ambiguous.
+    """
+    first = private_key("EdDSA", kid="one", seed=1)
+    second = private_key("Ed25519", kid="two", seed=2)
+    keys = [Key.pem(first.public_pem(), "EdDSA", kid="one")]
+    rotated = [*keys, Key.pem(second.public_pem(), "Ed25519", kid="two")]
+    verifier = JWTVerifier(keys)
+    kidless = first.with_kid(None).mint({"exp": NOW + 60})
+    verifier.verify(kidless, now=NOW)
+
+    verifier.rotate(rotated)
+
+    assert reason(JWTVerifier(rotated, cache_size=0).verify, kidless) == "unknown-key"
+    assert reason(verifier.verify, kidless) == "unknown-key"
+    assert verifier.cache_info().size == 0
+
+
 def test_install_from_another_thread_while_verifying():
     verifier = JWTVerifier([key_of(OLD)])
     new_token = NEW.mint({"exp": NOW + 60})

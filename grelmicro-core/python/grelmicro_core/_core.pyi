@@ -1,4 +1,9 @@
-"""Type stub of the compiled module ``grelmicro_core._core``."""
+"""Type stub of the compiled module ``grelmicro_core._core``.
+
+Only the API is declared: the methods whose names start with an underscore
+(``TokenCache._entry``, ``_keys``, ``VerifyCall._view_len``) are hooks for
+the test suite, not part of it.
+"""
 
 from collections.abc import Callable, Sequence
 from typing import Any, final
@@ -112,6 +117,18 @@ class Verifier:
     def __new__(cls, keys: KeySet, policy: Policy) -> Verifier: ...
     def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
         """Verifies ``token`` at ``now`` and returns the payload."""
+    def verify_until(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+        """``verify``, and until when its answer holds: ``(payload, valid_until)``.
+
+        ``valid_until`` is the earliest of ``exp`` and, under ``max_age``,
+        ``iat + max_age`` (leeway never extends it); None without ``exp``.
+        """
+    def keeps_cache_of(self, old: Verifier) -> bool:
+        """Whether results ``old`` verified still hold under this verifier's keys.
+
+        No key of ``old`` is gone and no token selects another key than it
+        did under ``old`` (the policy is taken to be the same).
+        """
     @property
     def algorithms(self) -> list[str]:
         """Algorithms this verifier accepts."""
@@ -121,8 +138,10 @@ class TokenCache:
     """The verified-token cache, keyed by the token's SHA-256 digest or the token itself.
 
     ``verify(token, now)`` is the whole request in one call: a hit returns the
-    stored claims; a miss calls ``verify`` and ``claims`` (given when built),
-    stores the result until its deadline and returns it.
+    stored claims; a miss calls ``verify`` (an engine's ``verify_until``,
+    returning ``(payload, valid_until)``) and ``claims`` (given when built),
+    stores the result until ``valid_until`` or the TTL, whichever is first,
+    and returns it.
     """
 
     def __new__(
@@ -132,30 +151,29 @@ class TokenCache:
         digest_key: bool,
         max_token_size: int,
         ttl: float,
-        max_age: float | None = None,
-        verify: Callable[[str | bytes, float], Any] | None = None,
+        verify: Callable[[str | bytes, float], tuple[Any, float | None]] | None = None,
         claims: Callable[[Any], Any] | None = None,
         claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
     ) -> TokenCache: ...
-    def rebind(self, verify: Callable[[str | bytes, float], Any]) -> TokenCache:
+    def rebind(
+        self, verify: Callable[[str | bytes, float], tuple[Any, float | None]]
+    ) -> TokenCache:
         """A cache sharing this one's entries and counts, whose misses call ``verify``."""
     def verify(self, token: str | bytes, now: float | None = None) -> Any:
         """The claims for ``token`` at ``now`` (default: ``clock()``): cached, else verified."""
     def get(self, token: str | bytes, now: float) -> Any:
         """The value stored for ``token`` if ``stored_at <= now < deadline``, else None."""
-    def store(self, token: str | bytes, value: Any, payload: Any, now: float) -> None:
-        """Remembers ``value``, verified from ``payload``, until the payload's deadline."""
+    def store(
+        self, token: str | bytes, value: Any, payload: Any, valid_until: float | None, now: float
+    ) -> None:
+        """Remembers ``value``, verified from ``payload``, until ``valid_until`` or the TTL."""
     def clear(self) -> None:
         """Drops every entry."""
     @property
     def counts(self) -> tuple[int, int] | None:
         """``(hits, misses)`` of ``verify`` when built with ``count=True``, else None."""
-    def _entry(self, token: str | bytes) -> tuple[float, Any, float] | None:
-        """For tests: ``(deadline, value, stored_at)`` stored for ``token``, or None."""
-    def _keys(self) -> list[bytes]:
-        """For tests: the stored keys (digests, or token bytes), oldest first."""
     @property
     def order_length(self) -> int:
         """Length of the insertion order (bounded like the entries)."""
@@ -186,8 +204,6 @@ class VerifyCall:
         """Verify ``token`` and return its claims."""
     def install(self, route: TokenCache) -> None:
         """Makes ``route`` the one every later call uses (from any thread)."""
-    def _view_len(self) -> int | None:
-        """For tests: entries in the calling thread's view (None: no fresh view)."""
     @property
     def __signature__(self) -> Any:
         """The signature frameworks see (``inspect.signature`` reads it)."""

@@ -160,6 +160,16 @@ fn audience_value<B: Builder>(
     }
 }
 
+/// Claims that passed the policy, and until when that answer holds.
+#[derive(Debug)]
+pub struct Verified<V> {
+    pub claims: V,
+    /// The earliest of `exp` and, under `max_age`, `iat + max_age` (leeway
+    /// never extends it); `None` without `exp`: the answer has no end, so
+    /// it is never cached.
+    pub valid_until: Option<f64>,
+}
+
 /// Decodes `payload` (JSON bytes) into the builder's representation and
 /// applies the policy's claim rules at time `now` (seconds since the epoch).
 pub fn decode<B: Builder>(
@@ -167,7 +177,7 @@ pub fn decode<B: Builder>(
     policy: &Policy,
     builder: &mut B,
     now: f64,
-) -> Result<B::Value> {
+) -> Result<Verified<B::Value>> {
     let mut jiter = Jiter::new(payload);
     let peek = jiter.peek()?;
     if peek != Peek::Object {
@@ -244,7 +254,22 @@ pub fn decode<B: Builder>(
     }
     jiter.finish()?;
     check(policy, &seen, now)?;
-    builder.finish_root(object)
+    Ok(Verified {
+        claims: builder.finish_root(object)?,
+        valid_until: valid_until(policy, &seen),
+    })
+}
+
+/// Until when claims that passed [`check`] keep passing it, leeway aside:
+/// `exp`, and under `max_age` (which requires `iat`) `iat + max_age`.
+fn valid_until(policy: &Policy, seen: &Seen) -> Option<f64> {
+    if seen.present & Claim::Exp.bit() == 0 {
+        return None;
+    }
+    Some(match policy.max_age {
+        Some(max_age) => seen.exp.min(seen.iat + max_age),
+        None => seen.exp,
+    })
 }
 
 /// Formats a time for a message: integral seconds without a fraction.

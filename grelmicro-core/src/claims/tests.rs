@@ -20,7 +20,65 @@ fn policy(options: PolicyOptions) -> Policy {
 }
 
 fn run(payload: &str, policy: &Policy, now: f64) -> Result<Value> {
+    decode(payload.as_bytes(), policy, &mut ValueBuilder, now).map(|v| v.claims)
+}
+
+fn valid_until(payload: &str, policy: &Policy, now: f64) -> Option<f64> {
     decode(payload.as_bytes(), policy, &mut ValueBuilder, now)
+        .unwrap()
+        .valid_until
+}
+
+#[test]
+fn valid_until_is_exp_or_iat_plus_max_age_whichever_first() {
+    let plain = policy(PolicyOptions::default());
+    assert_eq!(valid_until(r#"{"exp":100}"#, &plain, 0.0), Some(100.0));
+    assert_eq!(valid_until(r#"{"exp":100.5}"#, &plain, 0.0), Some(100.5));
+    // iat alone changes nothing without max_age.
+    assert_eq!(
+        valid_until(r#"{"exp":100,"iat":0}"#, &plain, 0.0),
+        Some(100.0)
+    );
+    let aged = policy(PolicyOptions {
+        max_age: Some(60.0),
+        ..Default::default()
+    });
+    assert_eq!(
+        valid_until(r#"{"exp":1000,"iat":10}"#, &aged, 20.0),
+        Some(70.0)
+    );
+    assert_eq!(
+        valid_until(r#"{"exp":50,"iat":10}"#, &aged, 20.0),
+        Some(50.0)
+    );
+    // Leeway lets a token through later; it never lengthens the answer.
+    let lenient = policy(PolicyOptions {
+        max_age: Some(60.0),
+        leeway: 30.0,
+        ..Default::default()
+    });
+    assert_eq!(
+        valid_until(r#"{"exp":1000,"iat":10}"#, &lenient, 20.0),
+        Some(70.0)
+    );
+    // A huge integer exp is finite (refused past a double's range).
+    let huge = valid_until(r#"{"exp":1000000000000000000000000000000}"#, &plain, 0.0);
+    assert_eq!(huge, Some(1e30));
+}
+
+#[test]
+fn valid_until_is_none_without_exp() {
+    let optional = policy(PolicyOptions {
+        required: vec![],
+        ..Default::default()
+    });
+    assert_eq!(valid_until(r#"{"sub":"x"}"#, &optional, 0.0), None);
+    let aged = policy(PolicyOptions {
+        required: vec![],
+        max_age: Some(60.0),
+        ..Default::default()
+    });
+    assert_eq!(valid_until(r#"{"iat":10}"#, &aged, 20.0), None);
 }
 
 fn kind(payload: &str, policy: &Policy, now: f64) -> ErrorKind {

@@ -23,13 +23,7 @@
 use aws_lc_rs::constant_time;
 use aws_lc_sys as sys;
 
-/// The three SHA-2 functions HS256, HS384 and HS512 use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Sha2 {
-    Sha256,
-    Sha384,
-    Sha512,
-}
+use crate::digest::Sha2;
 
 /// The largest digest (SHA-512).
 const MAX_DIGEST: usize = 64;
@@ -38,23 +32,6 @@ const MAX_BLOCK: usize = 128;
 
 const IPAD: u8 = 0x36;
 const OPAD: u8 = 0x5c;
-
-impl Sha2 {
-    const fn digest_len(self) -> usize {
-        match self {
-            Sha2::Sha256 => 32,
-            Sha2::Sha384 => 48,
-            Sha2::Sha512 => 64,
-        }
-    }
-
-    const fn block_len(self) -> usize {
-        match self {
-            Sha2::Sha256 => 64,
-            Sha2::Sha384 | Sha2::Sha512 => 128,
-        }
-    }
-}
 
 /// A SHA-2 state part-way through a message.
 #[derive(Clone, Copy)]

@@ -21,7 +21,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use mac::Sha2;
+pub(crate) use crate::digest::Sha2;
 pub use rules::{MAX_RSA_BITS, MIN_RSA_BITS};
 
 /// The JWK key type (`kty`, RFC 7518 §6.1) a key has, whatever form it came in.

@@ -27,5 +27,7 @@ pub(super) fn _decode_payload<'py>(
     let issuers = shared(policy.inner.issuers());
     let audiences = shared(policy.inner.audiences());
     let mut builder = PyBuilder::new(py, &issuers, &audiences);
-    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now).map_err(PyErr::from)
+    crate::claims::decode(payload.as_bytes(), &policy.inner, &mut builder, now)
+        .map(|verified| verified.claims)
+        .map_err(PyErr::from)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyType};
+use pyo3::types::{PyBytes, PyType};
 
 use super::input_bytes;
 use super::raw::SlotClass;
@@ -17,8 +17,10 @@ use crate::{digest, token};
 /// The verified-token cache (`cache.rs`), keyed by the token's SHA-256
 /// digest or by the token itself. `verify(token, now)` is the whole request
 /// in one call: a hit returns the stored claims; a miss calls the engine's
-/// `verify(token, now)` and the claims type, stores the result until its
-/// deadline and returns it, with the key computed once.
+/// `verify_until(token, now) -> (payload, valid_until)` and the claims
+/// type, stores the result until its deadline and returns it, with the key
+/// computed once. The engine says until when its answer holds (its policy's
+/// rules: `exp`, `max_age`); the cache only adds its TTL.
 #[pyclass(frozen, module = "grelmicro_core._core", name = "TokenCache")]
 pub struct PyTokenCache {
     inner: Arc<Cache<Stored>>,
@@ -27,8 +29,7 @@ pub struct PyTokenCache {
     digest_key: bool,
     max_token_size: usize,
     ttl: f64,
-    max_age: Option<f64>,
-    /// `(engine.verify, claims type)`, when built for `verify`.
+    /// `(engine.verify_until, claims type)`, when built for `verify`.
     paths: Option<(Py<PyAny>, ClaimsType)>,
     /// The engine when it is this module's `Verifier`: called directly.
     core: Option<Py<PyVerifier>>,
@@ -127,18 +128,22 @@ fn core_of(verify: &Bound<'_, PyAny>) -> Option<Py<PyVerifier>> {
 }
 
 impl PyTokenCache {
-    /// The engine's `verify(token, now)`: the core's own verifier directly,
-    /// anything else (the network key router) through Python.
+    /// The engine's `verify_until(token, now) -> (payload, valid_until)`:
+    /// the core's own verifier directly, anything else (the network key
+    /// router) through Python.
     fn engine_verify<'py>(
         &self,
         verify: &Py<PyAny>,
         token: &Bound<'py, PyAny>,
         now: f64,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> PyResult<(Bound<'py, PyAny>, Option<f64>)> {
         let py = token.py();
         match &self.core {
-            Some(core) => Ok(core.get().verify(py, token, now)?.into_any()),
-            None => verify.bind(py).call1((token, now)),
+            Some(core) => {
+                let (payload, valid_until) = core.get().check(py, token, now)?;
+                Ok((payload.into_any(), valid_until))
+            }
+            None => verify.bind(py).call1((token, now))?.extract(),
         }
     }
 
@@ -213,9 +218,9 @@ impl PyTokenCache {
         now: f64,
     ) -> PyResult<(Bound<'py, PyAny>, Option<f64>)> {
         let (verify, claims_type) = self.paths()?;
-        let payload = self.engine_verify(verify, token, now)?;
+        let (payload, valid_until) = self.engine_verify(verify, token, now)?;
         let claims = claims_type.build(&payload)?;
-        let deadline = self.deadline(&payload, now)?;
+        let deadline = self.deadline(valid_until, now);
         if let Some(deadline) = deadline {
             let stored = Stored {
                 claims: claims.clone().unbind(),
@@ -235,7 +240,7 @@ impl PyTokenCache {
         now: f64,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (verify, claims_type) = self.paths()?;
-        let payload = self.engine_verify(verify, token, now)?;
+        let (payload, _) = self.engine_verify(verify, token, now)?;
         claims_type.build(&payload)
     }
 
@@ -245,53 +250,21 @@ impl PyTokenCache {
         }
     }
 
-    /// When verified claims stop being served: the earliest of `exp`,
-    /// `now + ttl` and `iat + max_age`; None (never stored) without a
-    /// numeric `exp` (or `iat` under `max_age`) or once already passed.
-    fn deadline(&self, payload: &Bound<'_, PyAny>, now: f64) -> PyResult<Option<f64>> {
-        let Ok(payload) = payload.cast::<PyDict>() else {
-            return Ok(None);
-        };
-        let Some(exp) = claim_time(payload, "exp")? else {
-            return Ok(None);
-        };
-        let mut deadline = exp.min(now + self.ttl);
-        if let Some(max_age) = self.max_age {
-            let Some(iat) = claim_time(payload, "iat")? else {
-                return Ok(None);
-            };
-            deadline = deadline.min(iat + max_age);
-        }
-        Ok((deadline > now).then_some(deadline))
+    /// When verified claims stop being served: the engine's `valid_until`
+    /// or `now + ttl`, whichever comes first; None (never stored) when the
+    /// engine gave no end (no `exp`) or it is not after `now`.
+    fn deadline(&self, valid_until: Option<f64>, now: f64) -> Option<f64> {
+        let valid_until = valid_until?;
+        // Written as the condition that must hold: a NaN is never stored.
+        (valid_until > now).then(|| valid_until.min(now + self.ttl))
     }
-}
-
-/// A time claim as a float: exactly an int or a float (never a bool); an int
-/// too large for a float is +/- infinity.
-fn claim_time(payload: &Bound<'_, PyDict>, name: &str) -> PyResult<Option<f64>> {
-    let Some(value) = payload.get_item(name)? else {
-        return Ok(None);
-    };
-    if value.is_exact_instance_of::<PyFloat>() {
-        return value.extract().map(Some);
-    }
-    if !value.is_exact_instance_of::<PyInt>() {
-        return Ok(None);
-    }
-    Ok(Some(value.extract::<f64>().unwrap_or_else(|_| {
-        if value.lt(0).unwrap_or(false) {
-            f64::NEG_INFINITY
-        } else {
-            f64::INFINITY
-        }
-    })))
 }
 
 #[pymethods]
 impl PyTokenCache {
     #[new]
     #[pyo3(signature = (
-        max_size, *, digest_key, max_token_size, ttl, max_age=None, verify=None, claims=None,
+        max_size, *, digest_key, max_token_size, ttl, verify=None, claims=None,
         claims_slot=None, clock=None, count=false
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -301,7 +274,6 @@ impl PyTokenCache {
         digest_key: bool,
         max_token_size: usize,
         ttl: f64,
-        max_age: Option<f64>,
         verify: Option<Py<PyAny>>,
         claims: Option<Py<PyAny>>,
         claims_slot: Option<&str>,
@@ -317,7 +289,6 @@ impl PyTokenCache {
             digest_key,
             max_token_size,
             ttl,
-            max_age,
             core: verify.as_ref().and_then(|v| core_of(v.bind(py))),
             paths: verify.zip(claims),
             clock,
@@ -326,7 +297,8 @@ impl PyTokenCache {
     }
 
     /// A cache sharing this one's entries and counts, whose misses call
-    /// `verify` (keys were added: everything cached stays valid).
+    /// `verify` (an engine's `verify_until`; keys were added: everything
+    /// cached stays valid).
     fn rebind(&self, py: Python<'_>, verify: Py<PyAny>) -> Self {
         let core = core_of(verify.bind(py));
         PyTokenCache {
@@ -335,7 +307,6 @@ impl PyTokenCache {
             digest_key: self.digest_key,
             max_token_size: self.max_token_size,
             ttl: self.ttl,
-            max_age: self.max_age,
             paths: self
                 .paths
                 .as_ref()
@@ -393,15 +364,16 @@ impl PyTokenCache {
     }
 
     /// Remembers `value`, verified from `payload`, for `token` until the
-    /// payload's deadline (see `verify`).
+    /// engine's `valid_until` or the TTL, whichever is first (see `verify`).
     fn store(
         &self,
         token: &Bound<'_, PyAny>,
         value: Py<PyAny>,
         payload: &Bound<'_, PyAny>,
+        valid_until: Option<f64>,
         now: f64,
     ) -> PyResult<()> {
-        let Some(deadline) = self.deadline(payload, now)? else {
+        let Some(deadline) = self.deadline(valid_until, now) else {
             return Ok(());
         };
         let stored = Stored {

@@ -34,6 +34,39 @@ pub struct PyVerifier {
 /// Tokens at least this long are verified detached even under HMAC.
 const HMAC_DETACH_BYTES: usize = 2048;
 
+impl PyVerifier {
+    /// The whole check: the payload as a dict, and until when it holds.
+    pub(super) fn check<'py>(
+        &self,
+        py: Python<'py>,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyDict>, Option<f64>)> {
+        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
+        let mut room = PayloadRoom::new();
+        let payload = if bytes.len() >= self.detach_from {
+            py.detach(|| self.inner.authenticate(bytes, &mut room))
+        } else {
+            self.inner.authenticate(bytes, &mut room)
+        }
+        .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
+        let mut builder = PyBuilder::new(py, &self.issuers, &self.audiences);
+        builder.root_room = self.layout.load(Ordering::Relaxed);
+        // The top level stays a plain dict: the Python layer keeps it private.
+        let verified = self.inner.claims(payload, &mut builder, now)?;
+        let claims = verified.claims.cast_into::<PyDict>().map_err(|_| {
+            PyErr::from(Error::new(
+                ErrorKind::Malformed,
+                "payload is not a JSON object",
+            ))
+        })?;
+        if claims.len() != builder.root_room {
+            self.layout.store(claims.len(), Ordering::Relaxed);
+        }
+        Ok((claims, verified.valid_until))
+    }
+}
+
 #[pymethods]
 impl PyVerifier {
     #[new]
@@ -62,34 +95,32 @@ impl PyVerifier {
 
     /// Verifies `token` at time `now` (seconds since the epoch) and returns
     /// the payload as a dict (arrays as tuples, nested objects read-only).
-    pub(super) fn verify<'py>(
+    fn verify<'py>(
         &self,
         py: Python<'py>,
         token: &Bound<'py, PyAny>,
         now: f64,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
-        let mut room = PayloadRoom::new();
-        let payload = if bytes.len() >= self.detach_from {
-            py.detach(|| self.inner.authenticate(bytes, &mut room))
-        } else {
-            self.inner.authenticate(bytes, &mut room)
-        }
-        .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
-        let mut builder = PyBuilder::new(py, &self.issuers, &self.audiences);
-        builder.root_room = self.layout.load(Ordering::Relaxed);
-        // The top level stays a plain dict: the Python layer keeps it private.
-        let claims = self.inner.claims(payload, &mut builder, now)?;
-        let claims = claims.cast_into::<PyDict>().map_err(|_| {
-            PyErr::from(Error::new(
-                ErrorKind::Malformed,
-                "payload is not a JSON object",
-            ))
-        })?;
-        if claims.len() != builder.root_room {
-            self.layout.store(claims.len(), Ordering::Relaxed);
-        }
-        Ok(claims)
+        Ok(self.check(py, token, now)?.0)
+    }
+
+    /// `verify`, and until when its answer holds: `(payload, valid_until)`,
+    /// `valid_until` the earliest of `exp` and, under `max_age`,
+    /// `iat + max_age` (None without `exp`).
+    fn verify_until<'py>(
+        &self,
+        py: Python<'py>,
+        token: &Bound<'py, PyAny>,
+        now: f64,
+    ) -> PyResult<(Bound<'py, PyDict>, Option<f64>)> {
+        self.check(py, token, now)
+    }
+
+    /// Whether results `old` verified still hold under this verifier's keys
+    /// (no key of `old` gone, no token selecting another key; the policy is
+    /// taken to be the same): a cache filled by `old` may then be kept.
+    fn keeps_cache_of(&self, old: &PyVerifier) -> bool {
+        self.inner.keys().keeps_selections_of(old.inner.keys())
     }
 
     /// Algorithms this verifier accepts.
