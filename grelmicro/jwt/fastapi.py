@@ -55,6 +55,7 @@ from starlette.websockets import WebSocket, WebSocketState
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._verifier import JWTVerifier
+from grelmicro.jwt.otel import answered
 from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
@@ -263,6 +264,7 @@ class JWTBearer(SecurityBase):
             if security_scopes.scopes:
                 self._check_scopes(claims, security_scopes.scopes)
         except BearerError as exc:
+            answered(self.verifier, exc.status_code, exc.reason)  # telemetry (otel.py)
             if connection.scope["type"] == "websocket":
                 await self._close(connection, exc)
             raise

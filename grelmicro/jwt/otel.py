@@ -1,0 +1,440 @@
+"""OpenTelemetry metrics and traces for a :class:`~grelmicro.jwt.JWTVerifier`.
+
+Turn it on with ``JWTVerifier(..., telemetry=True)`` (the global meter and
+tracer providers) or ``telemetry=Telemetry(meter_provider=...,
+tracer_provider=..., latency=True)``. Needs the ``otel`` extra
+(``pip install 'grelmicro[jwt,otel]'``, which brings ``opentelemetry-api``);
+the API is imported only when a verifier asks for telemetry, so without it
+nothing is imported and nothing is paid.
+
+What it costs: a cache hit runs no Python code of this module. Accepted
+verifications served from the cache are read from the cache's counters at
+collection time (an observable counter); a cache miss, the full
+verification, runs one small Python wrapper that counts it; a refusal is
+counted on the refusal path, which already runs Python. Key sources are
+read (``health()``) at collection time; each fetch gets a span and a
+duration. The metric and span names, units and attributes are listed in
+``docs/observability.md``; attributes only ever hold values from bounded
+sets: the stable ``reason`` of :mod:`grelmicro.jwt.errors`, issuers and
+key sources from the configuration, the verifier's algorithms.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from grelmicro.jwt.errors import ConfigurationError, TokenRejectedError
+
+if TYPE_CHECKING:
+    from grelmicro.jwt._jwks import KeySource
+    from grelmicro.jwt._verifier import JWTVerifier
+
+__all__ = ["METER_NAME", "Telemetry", "answered"]
+
+#: The instrumentation scope of every meter and tracer this module uses.
+METER_NAME = "grelmicro.jwt"
+
+#: Set while a key-fetch span is open, so a fetch that hands over to a thread
+#: (an async fetch with only a sync client) is one span, not two.
+_IN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar("grelmicro_jwt_fetch", default=False)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What a verifier reports, and to which providers.
+
+    Attributes:
+        meter_provider: an OpenTelemetry ``MeterProvider`` (default: the
+            global one, ``opentelemetry.metrics.get_meter_provider()``).
+        tracer_provider: a ``TracerProvider`` (default: the global one).
+        latency: also record ``grelmicro.jwt.verification.duration`` for
+            each full verification (cache misses); it costs two clock reads
+            per miss. Cache hits are never timed.
+    """
+
+    meter_provider: Any = None
+    tracer_provider: Any = None
+    latency: bool = False
+
+    @classmethod
+    def of(cls, option: object) -> Telemetry | None:
+        """The ``telemetry=`` option of a verifier: ``False``, ``True`` or a Telemetry."""
+        if option is False or option is None:
+            return None
+        if option is True:
+            return cls()
+        if isinstance(option, Telemetry):
+            return option
+        raise ConfigurationError("telemetry must be True, False or a grelmicro.jwt.otel.Telemetry")
+
+
+def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
+    """Count a refusal the FastAPI dependency answers (no-op without telemetry)."""
+    reporter: Reporter | None = verifier._telemetry  # noqa: SLF001 - the one reader
+    if reporter is not None:
+        reporter.answered(status, reason)
+
+
+class Reporter:
+    """The instruments of one verifier; built by the verifier when telemetry is on.
+
+    Holds the verifier weakly: observable callbacks read it at collection
+    time and report nothing once it is gone.
+    """
+
+    def __init__(self, options: Telemetry, verifier: JWTVerifier) -> None:
+        try:
+            from opentelemetry import metrics, trace  # noqa: PLC0415 - only when asked for
+        except ImportError:
+            raise ConfigurationError(
+                "telemetry needs opentelemetry-api: pip install 'grelmicro[jwt,otel]'"
+            ) from None
+        self._trace = trace
+        meter_provider = options.meter_provider or metrics.get_meter_provider()
+        tracer_provider = options.tracer_provider or trace.get_tracer_provider()
+        meter = meter_provider.get_meter(METER_NAME)
+        self._tracer = tracer_provider.get_tracer(METER_NAME)
+        self._verifier = weakref.ref(verifier)
+        self._lock = threading.Lock()
+        #: (outcome, reason, issuer, algorithm) -> count, read at collection time.
+        self._counts: dict[tuple[str, str | None, str | None, str | None], int] = {}
+        self._issuers: frozenset[str] = frozenset()
+        self._algorithms: frozenset[str] = frozenset()
+        self._sources: list[tuple[str, weakref.ref[KeySource]]] = []
+        meter.create_observable_counter(
+            "grelmicro.jwt.verifications",
+            callbacks=[self._observe_verifications],
+            unit="{verification}",
+            description="Tokens verified, by outcome (accepted/rejected) and stable reason.",
+        )
+        meter.create_observable_counter(
+            "grelmicro.jwt.cache.hits",
+            callbacks=[self._cache_reader("hits")],
+            unit="{lookup}",
+            description="Verifications answered from the verified-token cache.",
+        )
+        meter.create_observable_counter(
+            "grelmicro.jwt.cache.misses",
+            callbacks=[self._cache_reader("misses")],
+            unit="{lookup}",
+            description="Cache lookups that ran the full verification.",
+        )
+        meter.create_observable_up_down_counter(
+            "grelmicro.jwt.cache.size",
+            callbacks=[self._cache_reader("size")],
+            unit="{entry}",
+            description="Entries in the verified-token cache.",
+        )
+        meter.create_observable_up_down_counter(
+            "grelmicro.jwt.cache.limit",
+            callbacks=[self._cache_reader("max_size")],
+            unit="{entry}",
+            description="Most entries the cache holds.",
+        )
+        meter.create_observable_gauge(
+            "grelmicro.jwt.keys.ready",
+            callbacks=[self._health_reader("ready")],
+            unit="1",
+            description="1 when keys are loaded and within their staleness bound, else 0.",
+        )
+        meter.create_observable_up_down_counter(
+            "grelmicro.jwt.keys.count",
+            callbacks=[self._health_reader("key_count")],
+            unit="{key}",
+            description="Usable keys held now.",
+        )
+        meter.create_observable_counter(
+            "grelmicro.jwt.keys.stale_uses",
+            callbacks=[self._health_reader("stale_uses")],
+            unit="{verification}",
+            description="Verifications served with keys past their expiry (within max_stale).",
+        )
+        meter.create_observable_gauge(
+            "grelmicro.jwt.keys.age",
+            callbacks=[self._health_reader("age")],
+            unit="s",
+            description="Seconds since keys were last fetched and accepted.",
+        )
+        self._fetches = meter.create_counter(
+            "grelmicro.jwt.key_fetches",
+            unit="{fetch}",
+            description="Key fetches (JWKS, with discovery when configured), by result.",
+        )
+        self._fetch_duration = meter.create_histogram(
+            "grelmicro.jwt.key_fetch.duration",
+            unit="s",
+            description="Time a key fetch took, discovery included.",
+        )
+        self._answers = meter.create_counter(
+            "grelmicro.jwt.http.refusals",
+            unit="{response}",
+            description="Requests the FastAPI dependency refused, by status and reason.",
+        )
+        self._duration = (
+            meter.create_histogram(
+                "grelmicro.jwt.verification.duration",
+                unit="s",
+                description="Time of a full verification (cache misses only).",
+            )
+            if options.latency
+            else None
+        )
+
+    # -- wiring (called by the verifier) -------------------------------------
+
+    def bind(
+        self, issuers: tuple[str, ...], algorithms: tuple[str, ...], sources: list[KeySource]
+    ) -> None:
+        """What attributes may name (configured issuers, allowed algorithms); sources to trace."""
+        self._issuers = frozenset(issuers)
+        self._algorithms = frozenset(algorithms)
+        for source in sources:
+            name = source.discover or source.url or "unnamed"
+            self._sources.append((name, weakref.ref(source)))
+            self._trace_source(source, name)
+
+    def engine(self, engine: Any) -> Any:
+        """``engine`` whose ``verify`` counts accepted full verifications."""
+        return _CountingEngine(engine, self)
+
+    def on_reject(self, hook: Callable[[TokenRejectedError], None] | None) -> Any:
+        """The refusal hook: count and add an event to the current span, then ``hook``."""
+
+        def rejected(error: TokenRejectedError) -> None:
+            self._count(("rejected", error.reason, None, None))
+            span = self._trace.get_current_span()
+            if span.is_recording():
+                span.add_event("grelmicro.jwt.refusal", {"reason": error.reason})
+            if hook is not None:
+                hook(error)
+
+        return rejected
+
+    def answered(self, status: int, reason: str) -> None:
+        """One refusal answered by the FastAPI dependency."""
+        self._answers.add(1, {"http.response.status_code": status, "reason": reason})
+
+    # -- counting --------------------------------------------------------------
+
+    def _count(self, key: tuple[str, str | None, str | None, str | None]) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def accepted(self, token: str | bytes, result: Any) -> None:
+        """An accepted full verification; ``result`` is the engine's answer."""
+        payload = result[0] if isinstance(result, tuple) else result
+        issuer = payload.get("iss") if isinstance(payload, dict) else None
+        if issuer not in self._issuers:  # never a value the configuration does not name
+            issuer = None
+        algorithm = None
+        if len(self._algorithms) == 1:
+            algorithm = next(iter(self._algorithms))
+        else:
+            algorithm = _header_algorithm(token)
+            if algorithm not in self._algorithms:
+                algorithm = None
+        self._count(("accepted", None, issuer, algorithm))
+
+    def _observe_verifications(self, options: Any) -> Iterator[Any]:  # noqa: ARG002
+        from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+        verifier = self._verifier()
+        if verifier is None:
+            return
+        hits = verifier.cache_info().hits or 0
+        yield Observation(hits, {"outcome": "accepted", "cache": "hit"})
+        with self._lock:
+            counts = list(self._counts.items())
+        for (outcome, reason, issuer, algorithm), value in counts:
+            attributes = {"outcome": outcome}
+            if outcome == "accepted":
+                attributes["cache"] = "miss"
+            for name, item in (("reason", reason), ("issuer", issuer), ("algorithm", algorithm)):
+                if item is not None:
+                    attributes[name] = item
+            yield Observation(value, attributes)
+
+    def _cache_reader(self, field: str) -> Callable[[Any], Iterator[Any]]:
+        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
+            from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+            verifier = self._verifier()
+            if verifier is not None:
+                yield Observation(getattr(verifier.cache_info(), field) or 0)
+
+        return observe
+
+    def _health_reader(self, field: str) -> Callable[[Any], Iterator[Any]]:
+        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
+            from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+            verifier = self._verifier()
+            if verifier is None:
+                return
+            if not self._sources:  # static keys: ready, a fixed count
+                if field == "ready":
+                    yield Observation(1)
+                elif field == "key_count":
+                    yield Observation(len(verifier._keys))  # noqa: SLF001
+                return
+            for name, ref in self._sources:
+                source = ref()
+                if source is None:
+                    continue
+                health = source.health()
+                if field == "age":
+                    if health.last_success is None:
+                        continue
+                    value: float = max(source._clock() - health.last_success, 0.0)  # noqa: SLF001
+                else:
+                    value = float(getattr(health, field))
+                yield Observation(value, {"source": name})
+
+        return observe
+
+    # -- key fetches -------------------------------------------------------------
+
+    def _trace_source(self, source: KeySource, name: str) -> None:
+        """Wrap ``source``'s fetches in a span, a duration and a result count."""
+        fetch_sync = source.fetch_sync
+        fetch_async = source.fetch_async
+        reporter = self
+
+        @functools.wraps(fetch_sync)
+        def traced_sync() -> None:
+            if _IN_FETCH.get():
+                fetch_sync()
+                return
+            with reporter._fetch_span(source, name) as done:
+                fetch_sync()
+                done()
+
+        @functools.wraps(fetch_async)
+        async def traced_async() -> None:
+            if _IN_FETCH.get():
+                await fetch_async()
+                return
+            with reporter._fetch_span(source, name) as done:
+                await fetch_async()
+                done()
+
+        source.fetch_sync = traced_sync  # type: ignore[method-assign]
+        source.fetch_async = traced_async  # type: ignore[method-assign]
+
+    def _fetch_span(self, source: KeySource, name: str) -> Any:
+        return _FetchSpan(self, source, name)
+
+
+class _FetchSpan:
+    """The span, duration and count of one key fetch (``with ... as done``)."""
+
+    __slots__ = ("_failures", "_name", "_reporter", "_scope", "_source", "_started", "_token")
+
+    def __init__(self, reporter: Reporter, source: KeySource, name: str) -> None:
+        self._reporter = reporter
+        self._source = source
+        self._name = name
+
+    def __enter__(self) -> Callable[[], None]:
+        source = self._source
+        discovering = source.url is None and source.discover is not None
+        self._scope = self._reporter._tracer.start_as_current_span(  # noqa: SLF001
+            "grelmicro.jwt.key_fetch",
+            attributes={
+                "grelmicro.jwt.source": self._name,
+                "grelmicro.jwt.discovery": discovering,
+            },
+        )
+        self._scope.__enter__()
+        self._token = _IN_FETCH.set(True)
+        self._failures = source.failure_count
+        self._started = time.perf_counter()
+        return self._finish
+
+    def _finish(self) -> None:
+        """The fetch returned: success unless it recorded a failure."""
+        self._record("failure" if self._source.failure_count > self._failures else "success")
+
+    def _record(self, result: str) -> None:
+        if self._started < 0:
+            return
+        seconds = time.perf_counter() - self._started
+        self._started = -1.0
+        attributes = {"result": result, "source": self._name}
+        reporter = self._reporter
+        reporter._fetches.add(1, attributes)  # noqa: SLF001
+        reporter._fetch_duration.record(seconds, attributes)  # noqa: SLF001
+        span = reporter._trace.get_current_span()  # noqa: SLF001
+        span.set_attribute("grelmicro.jwt.result", result)
+        if result != "success":
+            error = self._source.last_error if result == "failure" else "internal error"
+            span.set_status(reporter._trace.Status(reporter._trace.StatusCode.ERROR, error))  # noqa: SLF001
+
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info[0] is not None:
+            self._record("error")
+        _IN_FETCH.reset(self._token)
+        self._scope.__exit__(*exc_info)
+
+
+class _CountingEngine:
+    """An engine whose ``verify`` (and ``verify_until``) count accepted tokens.
+
+    Everything else reads through to the engine. Only cache misses call it:
+    hits never leave the core.
+    """
+
+    __slots__ = ("_engine", "verify", "verify_until")
+
+    def __init__(self, engine: Any, reporter: Reporter) -> None:
+        self._engine = engine
+        self.verify = _counting(engine.verify, reporter)
+        until = getattr(engine, "verify_until", None)
+        if until is not None:  # the engine's answer with its deadline (newer cores)
+            self.verify_until = _counting(until, reporter)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callable[..., Any]:
+    duration = reporter._duration  # noqa: SLF001
+    accepted = reporter.accepted
+    if duration is None:
+
+        def counted(token: str | bytes, now: float) -> Any:
+            result = verify(token, now)
+            accepted(token, result)
+            return result
+
+        return counted
+    clock = time.perf_counter
+
+    def timed(token: str | bytes, now: float) -> Any:
+        started = clock()
+        try:
+            result = verify(token, now)
+        finally:
+            duration.record(clock() - started)
+        accepted(token, result)
+        return result
+
+    return timed
+
+
+def _header_algorithm(token: str | bytes) -> str | None:
+    """The ``alg`` of a token that verified (the caller bounds it to the allowed set)."""
+    from grelmicro.jwt import _core  # noqa: PLC0415 - already imported by the verifier
+
+    try:
+        algorithm = _core.unverified_header(token).get("alg")
+    except (_core.CoreError, TypeError, ValueError):
+        return None
+    return algorithm if isinstance(algorithm, str) else None
