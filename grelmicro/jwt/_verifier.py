@@ -34,7 +34,6 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
-from grelmicro.jwt.otel import Reporter, Telemetry
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -42,6 +41,7 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt.otel import Reporter, Telemetry
 
 __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
 
@@ -311,8 +311,8 @@ class JWTVerifier:
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
         if reporter is not None:
-            issuers = (*config.issuer, *router.issuers)
-            reporter.bind(issuers, _allowed(config), router._sources)  # noqa: SLF001
+            named = (*config.issuer, *router.issuers)
+            reporter.bind(named, _allowed(config), router._sources)
         router.on_removed(weak_callback(self._drop_cache))
         self._install_engine(router)
 

@@ -55,13 +55,13 @@ from starlette.websockets import WebSocket, WebSocketState
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._verifier import JWTVerifier
-from grelmicro.jwt.otel import answered
 from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt.otel import answered
 
 __all__ = [
     "SUBPROTOCOL",

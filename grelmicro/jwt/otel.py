@@ -28,9 +28,15 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from grelmicro.jwt.errors import ConfigurationError, TokenRejectedError
+from grelmicro.jwt.errors import (
+    ConfigurationError,
+    JWTError,
+    KeysUnavailableError,
+    TokenRejectedError,
+)
 
 if TYPE_CHECKING:
     from grelmicro.jwt._jwks import KeySource
@@ -43,7 +49,9 @@ METER_NAME = "grelmicro.jwt"
 
 #: Set while a key-fetch span is open, so a fetch that hands over to a thread
 #: (an async fetch with only a sync client) is one span, not two.
-_IN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar("grelmicro_jwt_fetch", default=False)
+_IN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "grelmicro_jwt_fetch", default=False
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class Telemetry:
 
 def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
     """Count a refusal the FastAPI dependency answers (no-op without telemetry)."""
-    reporter: Reporter | None = verifier._telemetry  # noqa: SLF001 - the one reader
+    reporter: Reporter | None = verifier._telemetry
     if reporter is not None:
         reporter.answered(status, reason)
 
@@ -208,14 +216,18 @@ class Reporter:
         """The refusal hook: count and add an event to the current span, then ``hook``."""
 
         def rejected(error: TokenRejectedError) -> None:
-            self._count(("rejected", error.reason, None, None))
-            span = self._trace.get_current_span()
-            if span.is_recording():
-                span.add_event("grelmicro.jwt.refusal", {"reason": error.reason})
+            self.refused(error)
             if hook is not None:
                 hook(error)
 
         return rejected
+
+    def refused(self, error: JWTError) -> None:
+        """A refusal (or keys unavailable): counted by reason, an event on the current span."""
+        self._count(("rejected", error.reason, None, None))
+        span = self._trace.get_current_span()
+        if span.is_recording():
+            span.add_event("grelmicro.jwt.refusal", {"reason": error.reason})
 
     def answered(self, status: int, reason: str) -> None:
         """One refusal answered by the FastAPI dependency."""
@@ -253,12 +265,11 @@ class Reporter:
         with self._lock:
             counts = list(self._counts.items())
         for (outcome, reason, issuer, algorithm), value in counts:
+            named = {"reason": reason, "issuer": issuer, "algorithm": algorithm}
             attributes = {"outcome": outcome}
             if outcome == "accepted":
                 attributes["cache"] = "miss"
-            for name, item in (("reason", reason), ("issuer", issuer), ("algorithm", algorithm)):
-                if item is not None:
-                    attributes[name] = item
+            attributes.update({name: item for name, item in named.items() if item is not None})
             yield Observation(value, attributes)
 
     def _cache_reader(self, field: str) -> Callable[[Any], Iterator[Any]]:
@@ -282,7 +293,7 @@ class Reporter:
                 if field == "ready":
                     yield Observation(1)
                 elif field == "key_count":
-                    yield Observation(len(verifier._keys))  # noqa: SLF001
+                    yield Observation(len(verifier._keys))
                 return
             for name, ref in self._sources:
                 source = ref()
@@ -292,7 +303,7 @@ class Reporter:
                 if field == "age":
                     if health.last_success is None:
                         continue
-                    value: float = max(source._clock() - health.last_success, 0.0)  # noqa: SLF001
+                    value: float = max(source._clock() - health.last_success, 0.0)
                 else:
                     value = float(getattr(health, field))
                 yield Observation(value, {"source": name})
@@ -345,7 +356,7 @@ class _FetchSpan:
     def __enter__(self) -> Callable[[], None]:
         source = self._source
         discovering = source.url is None and source.discover is not None
-        self._scope = self._reporter._tracer.start_as_current_span(  # noqa: SLF001
+        self._scope = self._reporter._tracer.start_as_current_span(
             "grelmicro.jwt.key_fetch",
             attributes={
                 "grelmicro.jwt.source": self._name,
@@ -369,19 +380,24 @@ class _FetchSpan:
         self._started = -1.0
         attributes = {"result": result, "source": self._name}
         reporter = self._reporter
-        reporter._fetches.add(1, attributes)  # noqa: SLF001
-        reporter._fetch_duration.record(seconds, attributes)  # noqa: SLF001
-        span = reporter._trace.get_current_span()  # noqa: SLF001
+        reporter._fetches.add(1, attributes)
+        reporter._fetch_duration.record(seconds, attributes)
+        span = reporter._trace.get_current_span()
         span.set_attribute("grelmicro.jwt.result", result)
         if result != "success":
             error = self._source.last_error if result == "failure" else "internal error"
-            span.set_status(reporter._trace.Status(reporter._trace.StatusCode.ERROR, error))  # noqa: SLF001
+            span.set_status(reporter._trace.Status(reporter._trace.StatusCode.ERROR, error))
 
-    def __exit__(self, *exc_info: object) -> None:
-        if exc_info[0] is not None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is not None:
             self._record("error")
         _IN_FETCH.reset(self._token)
-        self._scope.__exit__(*exc_info)
+        self._scope.__exit__(kind, error, trace)
 
 
 class _CountingEngine:
@@ -405,12 +421,22 @@ class _CountingEngine:
 
 
 def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callable[..., Any]:
-    duration = reporter._duration  # noqa: SLF001
+    """``verify`` that counts what it accepts, and keys found unavailable (a 503).
+
+    Token refusals are counted on the refusal path (``Reporter.on_reject``);
+    a ``KeysUnavailableError`` does not take it, so it is counted here.
+    """
+    duration = reporter._duration
     accepted = reporter.accepted
+    refused = reporter.refused
     if duration is None:
 
         def counted(token: str | bytes, now: float) -> Any:
-            result = verify(token, now)
+            try:
+                result = verify(token, now)
+            except KeysUnavailableError as error:
+                refused(error)
+                raise
             accepted(token, result)
             return result
 
@@ -421,6 +447,9 @@ def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callab
         started = clock()
         try:
             result = verify(token, now)
+        except KeysUnavailableError as error:
+            refused(error)
+            raise
         finally:
             duration.record(clock() - started)
         accepted(token, result)
