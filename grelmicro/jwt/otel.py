@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from grelmicro.jwt import _core
 from grelmicro.jwt.errors import (
     ConfigurationError,
     JWTError,
@@ -46,6 +47,9 @@ __all__ = ["METER_NAME", "Telemetry", "answered"]
 
 #: The instrumentation scope of every meter and tracer this module uses.
 METER_NAME = "grelmicro.jwt"
+
+#: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
+_HEADERS_KEPT = 64
 
 #: Set while a key-fetch span is open, so a fetch that hands over to a thread
 #: (an async fetch with only a sync client) is one span, not two.
@@ -110,9 +114,11 @@ class Reporter:
         meter = meter_provider.get_meter(METER_NAME)
         self._tracer = tracer_provider.get_tracer(METER_NAME)
         self._verifier = weakref.ref(verifier)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # creates cells; bumps take no lock
         #: (outcome, reason, issuer, algorithm) -> count, read at collection time.
-        self._counts: dict[tuple[str, str | None, str | None, str | None], int] = {}
+        self._counts: dict[tuple[str, str | None, str | None, str | None], list[int]] = {}
+        #: (issuer, header segment) of accepted tokens -> their cell in ``_counts``.
+        self._accepted: dict[tuple[object, str | bytes], list[int]] = {}
         self._issuers: frozenset[str] = frozenset()
         self._algorithms: frozenset[str] = frozenset()
         self._sources: list[tuple[str, weakref.ref[KeySource]]] = []
@@ -235,24 +241,43 @@ class Reporter:
 
     # -- counting --------------------------------------------------------------
 
+    def _cell(self, key: tuple[str, str | None, str | None, str | None]) -> list[int]:
+        """The counter of one attribute set (a one-item list, bumped without a lock).
+
+        Like the cache's counters, a bump is a plain ``+= 1``: under
+        concurrent threads the counts are close, not exact.
+        """
+        cell = self._counts.get(key)
+        if cell is None:
+            with self._lock:
+                cell = self._counts.setdefault(key, [0])
+        return cell
+
     def _count(self, key: tuple[str, str | None, str | None, str | None]) -> None:
-        with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
+        self._cell(key)[0] += 1
 
     def accepted(self, token: str | bytes, result: Any) -> None:
         """An accepted full verification; ``result`` is the engine's answer."""
-        payload = result[0] if isinstance(result, tuple) else result
-        issuer = payload.get("iss") if isinstance(payload, dict) else None
-        if issuer not in self._issuers:  # never a value the configuration does not name
-            issuer = None
-        algorithm = None
-        if len(self._algorithms) == 1:
-            algorithm = next(iter(self._algorithms))
-        else:
-            algorithm = _header_algorithm(token)
-            if algorithm not in self._algorithms:
-                algorithm = None
-        self._count(("accepted", None, issuer, algorithm))
+        payload = result[0] if type(result) is tuple else result
+        issuer = payload.get("iss") if type(payload) is dict else None
+        # The header segment of a token that verified names its algorithm: the
+        # few headers an issuer signs with are parsed once each.
+        header = token[: token.find(b"." if type(token) is bytes else ".")]  # type: ignore[arg-type]
+        cell = self._accepted.get((issuer, header))
+        if cell is None:
+            cell = self._accepted_cell(token, issuer, header)
+        cell[0] += 1
+
+    def _accepted_cell(self, token: str | bytes, issuer: object, header: str | bytes) -> list[int]:
+        """The counter of a new (issuer, header) pair, with attributes from bounded sets only."""
+        named = issuer if issuer in self._issuers else None  # only configured issuers
+        algorithm = _header_algorithm(token)
+        if algorithm not in self._algorithms:
+            algorithm = None
+        cell = self._cell(("accepted", None, named, algorithm))
+        if len(self._accepted) < _HEADERS_KEPT:  # past it, pairs are looked up each time
+            self._accepted[(issuer, header)] = cell
+        return cell
 
     def _observe_verifications(self, options: Any) -> Iterator[Any]:  # noqa: ARG002
         from opentelemetry.metrics import Observation  # noqa: PLC0415
@@ -263,7 +288,7 @@ class Reporter:
         hits = verifier.cache_info().hits or 0
         yield Observation(hits, {"outcome": "accepted", "cache": "hit"})
         with self._lock:
-            counts = list(self._counts.items())
+            counts = [(key, cell[0]) for key, cell in self._counts.items()]
         for (outcome, reason, issuer, algorithm), value in counts:
             named = {"reason": reason, "issuer": issuer, "algorithm": algorithm}
             attributes = {"outcome": outcome}
@@ -460,8 +485,6 @@ def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callab
 
 def _header_algorithm(token: str | bytes) -> str | None:
     """The ``alg`` of a token that verified (the caller bounds it to the allowed set)."""
-    from grelmicro.jwt import _core  # noqa: PLC0415 - already imported by the verifier
-
     try:
         algorithm = _core.unverified_header(token).get("alg")
     except (_core.CoreError, TypeError, ValueError):
