@@ -43,10 +43,14 @@ if TYPE_CHECKING:
     from grelmicro.jwt._jwks import KeySource
     from grelmicro.jwt._verifier import JWTVerifier
 
-__all__ = ["METER_NAME", "Telemetry", "answered"]
+__all__ = ["METER_NAME", "Telemetry"]
 
 #: The instrumentation scope of every meter and tracer this module uses.
 METER_NAME = "grelmicro.jwt"
+
+#: Histogram buckets in seconds (the SDK's default ones are meant for milliseconds).
+_FETCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_VERIFY_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3)
 
 #: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
 _HEADERS_KEPT = 64
@@ -185,6 +189,7 @@ class Reporter:
             "grelmicro.jwt.key_fetch.duration",
             unit="s",
             description="Time a key fetch took, discovery included.",
+            explicit_bucket_boundaries_advisory=_FETCH_BUCKETS,
         )
         self._answers = meter.create_counter(
             "grelmicro.jwt.http.refusals",
@@ -196,6 +201,7 @@ class Reporter:
                 "grelmicro.jwt.verification.duration",
                 unit="s",
                 description="Time of a full verification (cache misses only).",
+                explicit_bucket_boundaries_advisory=_VERIFY_BUCKETS,
             )
             if options.latency
             else None
