@@ -9,11 +9,14 @@ through uvicorn. Attribute values must come from bounded sets only.
 
 import contextlib
 import gc
+import json
+import re
 import socket
 import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -44,6 +47,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 from opentelemetry.trace import StatusCode  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://api.example.com"
 ISSUER = "https://idp.example.com/"
 #: Values a token carries that no attribute may ever hold.
@@ -293,13 +297,13 @@ def test_a_telemetry_option_that_is_not_a_flag_or_telemetry_is_refused(option):
 
 
 def network_verifier(url: str, sink: Sinks, **options: Any) -> JWTVerifier:
+    options.setdefault("telemetry", sink.telemetry)
     return JWTVerifier(
         jwks_url=url,
         allow_insecure_loopback=True,
         audience=AUDIENCE,
         issuer=options.pop("issuer", ISSUER),
         clock=lambda: NOW,
-        telemetry=sink.telemetry,
         **options,
     )
 
@@ -616,3 +620,52 @@ print(sorted(name for name in sys.modules if name.startswith("opentelemetry")))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# -- the Grafana dashboard ---------------------------------------------------------------
+
+
+def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
+    server: DocumentServer,
+):
+    exporter = pytest.importorskip("opentelemetry.exporter.prometheus")
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from grelmicro.jwt.otel import answered  # noqa: PLC0415 - the FastAPI dependency's hook
+
+    dashboard = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text("utf-8"))
+    expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    provider = MeterProvider(metric_readers=[exporter.PrometheusMetricReader()])
+    try:
+        signer = private_key("ES256", kid="k1")
+        server.set("/jwks.json", jwks_of(signer))
+        verifier = network_verifier(
+            server.url("/jwks.json"),
+            sinks(),
+            telemetry=Telemetry(meter_provider=provider, latency=True),
+        )
+        token = signer.mint({"aud": AUDIENCE, "iss": ISSUER, "exp": NOW + 60})
+        try:
+            verifier.verify(token)
+            verifier.verify(token)
+            with pytest.raises(TokenRejectedError):
+                verifier.verify(tamper(token))
+            answered(verifier, 401, "signature")
+            text = prometheus_client.generate_latest(prometheus_client.REGISTRY).decode()
+        finally:
+            verifier.close()
+    finally:
+        provider.shutdown()  # takes the exporter's collector out of the global registry
+
+    written = set(re.findall(r"^(grelmicro_jwt_\w+?)(?:\{| )", text, flags=re.MULTILINE))
+    read = {name for expr in expressions for name in re.findall(r"grelmicro_jwt_\w+", expr)}
+    assert read
+    assert read <= written, read - written
+    labels = set(re.findall(r"(\w+)=\"", text))
+    used = {
+        label
+        for expr in expressions
+        for group in re.findall(r"by \(([^)]*)\)", expr)
+        for label in (part.strip() for part in group.split(","))
+    }
+    used |= {label for expr in expressions for label in re.findall(r"(\w+)=\"", expr)}
+    assert used <= labels, used - labels
