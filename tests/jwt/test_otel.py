@@ -669,3 +669,22 @@ def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
     }
     used |= {label for expr in expressions for label in re.findall(r"(\w+)=\"", expr)}
     assert used <= labels, used - labels
+
+
+# -- the demo ----------------------------------------------------------------------------
+
+
+def test_the_demo_ends_with_its_metrics(demo: tuple[str, dict[str, str]]):
+    pytest.importorskip("opentelemetry.exporter.prometheus")
+    _out, blocks = demo
+    lines = blocks["metrics"].splitlines()
+    assert lines[1].startswith("GET /metrics")
+    found = {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in lines[2:] if line}
+    rejected = 'algorithm="",cache="",issuer="",outcome="rejected",reason="expired"'
+    assert found[f"grelmicro_jwt_verifications_total{{{rejected}}}"] == "1.0"
+    replay = 'http_response_status_code="401",reason="dpop-replay"'
+    assert found[f"grelmicro_jwt_http_refusals_total{{{replay}}}"] == "1.0"
+    fetches = [v for k, v in found.items() if k.startswith("grelmicro_jwt_key_fetches_total{")]
+    assert fetches == ["1.0"]
+    ready = [v for k, v in found.items() if k.startswith("grelmicro_jwt_keys_ready{")]
+    assert ready == ["1.0"]
