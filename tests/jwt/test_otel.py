@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, SECRET, hmac_key, private_key, tamper
@@ -688,3 +689,54 @@ def test_the_demo_ends_with_its_metrics(demo: tuple[str, dict[str, str]]):
     assert fetches == ["1.0"]
     ready = [v for k, v in found.items() if k.startswith("grelmicro_jwt_keys_ready{")]
     assert ready == ["1.0"]
+
+
+@pytest.mark.anyio
+async def test_an_async_fetch_through_a_sync_client_is_one_span(
+    server: DocumentServer, sink: Sinks
+):
+    signer = private_key("ES256", kid="k1")
+    server.set("/jwks.json", jwks_of(signer))
+    with httpx.Client() as client:  # the fetch runs in a worker thread
+        verifier = network_verifier(server.url("/jwks.json"), sink, client=client)
+        async with verifier:
+            assert verifier.health().ready
+    assert [s.name for s in sink.finished()] == ["grelmicro.jwt.key_fetch"]
+    assert points(sink, "grelmicro.jwt.key_fetches") == [
+        ({"result": "success", "source": server.url("/jwks.json")}, 1)
+    ]
+
+
+def test_from_env_takes_the_telemetry_option(sink):
+    verifier = JWTVerifier.from_env(
+        [Key.secret(SECRET, "HS256")],
+        environ={"GRELMICRO_JWT_AUDIENCE": AUDIENCE, "GRELMICRO_JWT_ISSUER": ISSUER},
+        clock=lambda: NOW,
+        telemetry=sink.telemetry,
+    )
+    verifier.verify(mint())
+    assert verifier._telemetry is not None
+    assert "grelmicro.jwt.verifications" in sink.metrics()
+
+
+def test_the_histograms_have_buckets_in_seconds(server: DocumentServer):
+    sink = sinks(latency=True)
+    signer = private_key("ES256", kid="k1")
+    server.set("/jwks.json", jwks_of(signer))
+    verifier = network_verifier(server.url("/jwks.json"), sink, telemetry=sink.telemetry)
+    try:
+        verifier.verify(signer.mint({"aud": AUDIENCE, "iss": ISSUER, "exp": NOW + 60}))
+    finally:
+        verifier.close()
+    data = sink.reader.get_metrics_data()
+    assert data is not None
+    bounds = {
+        metric.name: tuple(metric.data.data_points[0].explicit_bounds)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name.endswith(".duration")
+    }
+    assert bounds["grelmicro.jwt.key_fetch.duration"][0] == 0.005
+    assert bounds["grelmicro.jwt.key_fetch.duration"][-1] == 10.0
+    assert bounds["grelmicro.jwt.verification.duration"][0] == 1e-6
