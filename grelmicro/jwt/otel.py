@@ -98,11 +98,147 @@ def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
         reporter.answered(status, reason)
 
 
-class Reporter:
-    """The instruments of one verifier; built by the verifier when telemetry is on.
+class _Instruments:
+    """The instruments of one meter provider, shared by every verifier reporting to it.
 
-    Holds the verifier weakly: observable callbacks read it at collection
-    time and report nothing once it is gone.
+    An instrument name is created once per meter: a second verifier's
+    callbacks would be dropped. So the observable instruments read every
+    live :class:`Reporter` of the provider and add up equal attribute sets.
+    """
+
+    def __init__(self, meter: Any) -> None:
+        self.meter = meter
+        self.reporters: weakref.WeakSet[Reporter] = weakref.WeakSet()
+        self.duration: Any = None
+        observable = (
+            (
+                "counter",
+                "grelmicro.jwt.verifications",
+                "{verification}",
+                "verifications",
+                "Tokens verified, by outcome (accepted/rejected) and stable reason.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.cache.hits",
+                "{lookup}",
+                "cache:hits",
+                "Verifications answered from the verified-token cache.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.cache.misses",
+                "{lookup}",
+                "cache:misses",
+                "Cache lookups that ran the full verification.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.cache.size",
+                "{entry}",
+                "cache:size",
+                "Entries in the verified-token cache.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.cache.limit",
+                "{entry}",
+                "cache:max_size",
+                "Most entries the cache holds.",
+            ),
+            (
+                "gauge",
+                "grelmicro.jwt.keys.ready",
+                "1",
+                "keys:ready",
+                "1 when keys are loaded and within their staleness bound, else 0.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.keys.count",
+                "{key}",
+                "keys:key_count",
+                "Usable keys held now.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.keys.stale_uses",
+                "{verification}",
+                "keys:stale_uses",
+                "Verifications served with keys past their expiry (within max_stale).",
+            ),
+            (
+                "gauge",
+                "grelmicro.jwt.keys.age",
+                "s",
+                "keys:age",
+                "Seconds since keys were last fetched and accepted.",
+            ),
+        )
+        for kind, name, unit, what, description in observable:
+            create = getattr(meter, f"create_observable_{kind}")
+            create(name, callbacks=[self._reader(what)], unit=unit, description=description)
+        self.fetches = meter.create_counter(
+            "grelmicro.jwt.key_fetches",
+            unit="{fetch}",
+            description="Key fetches (JWKS, with discovery when configured), by result.",
+        )
+        self.fetch_duration = meter.create_histogram(
+            "grelmicro.jwt.key_fetch.duration",
+            unit="s",
+            description="Time a key fetch took, discovery included.",
+            explicit_bucket_boundaries_advisory=_FETCH_BUCKETS,
+        )
+        self.answers = meter.create_counter(
+            "grelmicro.jwt.http.refusals",
+            unit="{response}",
+            description="Requests the FastAPI dependency refused, by status and reason.",
+        )
+
+    def latency(self) -> Any:
+        """The verification-duration histogram (created when a verifier first asks)."""
+        if self.duration is None:
+            self.duration = self.meter.create_histogram(
+                "grelmicro.jwt.verification.duration",
+                unit="s",
+                description="Time of a full verification (cache misses only).",
+                explicit_bucket_boundaries_advisory=_VERIFY_BUCKETS,
+            )
+        return self.duration
+
+    def _reader(self, what: str) -> Callable[[Any], Iterator[Any]]:
+        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
+            from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+            totals: dict[frozenset[tuple[str, Any]], float] = {}
+            for reporter in list(self.reporters):
+                for value, attributes in reporter.observe(what):
+                    key = frozenset(attributes.items())
+                    totals[key] = totals.get(key, 0) + value
+            for key, value in totals.items():
+                yield Observation(value, dict(key))
+
+        return observe
+
+
+#: meter provider -> its shared instruments.
+_SHARED: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _instruments(meter_provider: Any) -> _Instruments:
+    with _SHARED_LOCK:
+        shared = _SHARED.get(meter_provider)
+        if shared is None:
+            shared = _SHARED[meter_provider] = _Instruments(meter_provider.get_meter(METER_NAME))
+        return shared
+
+
+class Reporter:
+    """What one verifier reports; built by the verifier when telemetry is on.
+
+    Holds the verifier weakly: the shared observable instruments read it at
+    collection time and it reports nothing once it is gone.
     """
 
     def __init__(self, options: Telemetry, verifier: JWTVerifier) -> None:
@@ -113,9 +249,8 @@ class Reporter:
                 "telemetry needs opentelemetry-api: pip install 'grelmicro[jwt,otel]'"
             ) from None
         self._trace = trace
-        meter_provider = options.meter_provider or metrics.get_meter_provider()
+        shared = _instruments(options.meter_provider or metrics.get_meter_provider())
         tracer_provider = options.tracer_provider or trace.get_tracer_provider()
-        meter = meter_provider.get_meter(METER_NAME)
         self._tracer = tracer_provider.get_tracer(METER_NAME)
         self._verifier = weakref.ref(verifier)
         self._lock = threading.Lock()  # creates cells; bumps take no lock
@@ -126,86 +261,11 @@ class Reporter:
         self._issuers: frozenset[str] = frozenset()
         self._algorithms: frozenset[str] = frozenset()
         self._sources: list[tuple[str, weakref.ref[KeySource]]] = []
-        meter.create_observable_counter(
-            "grelmicro.jwt.verifications",
-            callbacks=[self._observe_verifications],
-            unit="{verification}",
-            description="Tokens verified, by outcome (accepted/rejected) and stable reason.",
-        )
-        meter.create_observable_counter(
-            "grelmicro.jwt.cache.hits",
-            callbacks=[self._cache_reader("hits")],
-            unit="{lookup}",
-            description="Verifications answered from the verified-token cache.",
-        )
-        meter.create_observable_counter(
-            "grelmicro.jwt.cache.misses",
-            callbacks=[self._cache_reader("misses")],
-            unit="{lookup}",
-            description="Cache lookups that ran the full verification.",
-        )
-        meter.create_observable_up_down_counter(
-            "grelmicro.jwt.cache.size",
-            callbacks=[self._cache_reader("size")],
-            unit="{entry}",
-            description="Entries in the verified-token cache.",
-        )
-        meter.create_observable_up_down_counter(
-            "grelmicro.jwt.cache.limit",
-            callbacks=[self._cache_reader("max_size")],
-            unit="{entry}",
-            description="Most entries the cache holds.",
-        )
-        meter.create_observable_gauge(
-            "grelmicro.jwt.keys.ready",
-            callbacks=[self._health_reader("ready")],
-            unit="1",
-            description="1 when keys are loaded and within their staleness bound, else 0.",
-        )
-        meter.create_observable_up_down_counter(
-            "grelmicro.jwt.keys.count",
-            callbacks=[self._health_reader("key_count")],
-            unit="{key}",
-            description="Usable keys held now.",
-        )
-        meter.create_observable_counter(
-            "grelmicro.jwt.keys.stale_uses",
-            callbacks=[self._health_reader("stale_uses")],
-            unit="{verification}",
-            description="Verifications served with keys past their expiry (within max_stale).",
-        )
-        meter.create_observable_gauge(
-            "grelmicro.jwt.keys.age",
-            callbacks=[self._health_reader("age")],
-            unit="s",
-            description="Seconds since keys were last fetched and accepted.",
-        )
-        self._fetches = meter.create_counter(
-            "grelmicro.jwt.key_fetches",
-            unit="{fetch}",
-            description="Key fetches (JWKS, with discovery when configured), by result.",
-        )
-        self._fetch_duration = meter.create_histogram(
-            "grelmicro.jwt.key_fetch.duration",
-            unit="s",
-            description="Time a key fetch took, discovery included.",
-            explicit_bucket_boundaries_advisory=_FETCH_BUCKETS,
-        )
-        self._answers = meter.create_counter(
-            "grelmicro.jwt.http.refusals",
-            unit="{response}",
-            description="Requests the FastAPI dependency refused, by status and reason.",
-        )
-        self._duration = (
-            meter.create_histogram(
-                "grelmicro.jwt.verification.duration",
-                unit="s",
-                description="Time of a full verification (cache misses only).",
-                explicit_bucket_boundaries_advisory=_VERIFY_BUCKETS,
-            )
-            if options.latency
-            else None
-        )
+        self._fetches = shared.fetches
+        self._fetch_duration = shared.fetch_duration
+        self._answers = shared.answers
+        self._duration = shared.latency() if options.latency else None
+        shared.reporters.add(self)
 
     # -- wiring (called by the verifier) -------------------------------------
 
@@ -285,14 +345,39 @@ class Reporter:
             self._accepted[(issuer, header)] = cell
         return cell
 
-    def _observe_verifications(self, options: Any) -> Iterator[Any]:  # noqa: ARG002
-        from opentelemetry.metrics import Observation  # noqa: PLC0415
-
+    def observe(self, what: str) -> Iterator[tuple[float, dict[str, Any]]]:
+        """``(value, attributes)`` of one observable instrument, read now."""
         verifier = self._verifier()
         if verifier is None:
             return
-        hits = verifier.cache_info().hits or 0
-        yield Observation(hits, {"outcome": "accepted", "cache": "hit"})
+        if what == "verifications":
+            yield from self._verifications(verifier)
+            return
+        family, field = what.split(":")
+        if family == "cache":
+            yield getattr(verifier.cache_info(), field) or 0, {}
+            return
+        if not self._sources:  # static keys: ready, a fixed count
+            if field == "ready":
+                yield 1, {}
+            elif field == "key_count":
+                yield len(verifier._keys), {}
+            return
+        for name, ref in self._sources:
+            source = ref()
+            if source is None:
+                continue
+            health = source.health()
+            if field == "age":
+                if health.last_success is None:
+                    continue
+                value: float = max(source._clock() - health.last_success, 0.0)
+            else:
+                value = int(getattr(health, field))
+            yield value, {"source": name}
+
+    def _verifications(self, verifier: JWTVerifier) -> Iterator[tuple[float, dict[str, Any]]]:
+        yield verifier.cache_info().hits or 0, {"outcome": "accepted", "cache": "hit"}
         with self._lock:
             counts = [(key, cell[0]) for key, cell in self._counts.items()]
         for (outcome, reason, issuer, algorithm), value in counts:
@@ -301,45 +386,7 @@ class Reporter:
             if outcome == "accepted":
                 attributes["cache"] = "miss"
             attributes.update({name: item for name, item in named.items() if item is not None})
-            yield Observation(value, attributes)
-
-    def _cache_reader(self, field: str) -> Callable[[Any], Iterator[Any]]:
-        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
-            from opentelemetry.metrics import Observation  # noqa: PLC0415
-
-            verifier = self._verifier()
-            if verifier is not None:
-                yield Observation(getattr(verifier.cache_info(), field) or 0)
-
-        return observe
-
-    def _health_reader(self, field: str) -> Callable[[Any], Iterator[Any]]:
-        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
-            from opentelemetry.metrics import Observation  # noqa: PLC0415
-
-            verifier = self._verifier()
-            if verifier is None:
-                return
-            if not self._sources:  # static keys: ready, a fixed count
-                if field == "ready":
-                    yield Observation(1)
-                elif field == "key_count":
-                    yield Observation(len(verifier._keys))
-                return
-            for name, ref in self._sources:
-                source = ref()
-                if source is None:
-                    continue
-                health = source.health()
-                if field == "age":
-                    if health.last_success is None:
-                        continue
-                    value: float = max(source._clock() - health.last_success, 0.0)
-                else:
-                    value = float(getattr(health, field))
-                yield Observation(value, {"source": name})
-
-        return observe
+            yield value, attributes
 
     # -- key fetches -------------------------------------------------------------
 

@@ -740,3 +740,19 @@ def test_the_histograms_have_buckets_in_seconds(server: DocumentServer):
     assert bounds["grelmicro.jwt.key_fetch.duration"][0] == 0.005
     assert bounds["grelmicro.jwt.key_fetch.duration"][-1] == 10.0
     assert bounds["grelmicro.jwt.verification.duration"][0] == 1e-6
+
+
+def test_verifiers_sharing_a_provider_are_added_up():
+    sink = sinks()
+    first, second = static_verifier(sink), static_verifier(sink, cache_size=0)
+    first.verify(mint())
+    first.verify(mint())  # a hit
+    for _ in range(2):
+        second.verify(mint())
+    with pytest.raises(TokenRejectedError):
+        second.verify(tamper(mint()))
+    assert value_of(sink, "grelmicro.jwt.cache.misses") == 1  # the second has no cache
+    assert value_of(sink, "grelmicro.jwt.verifications", outcome="accepted", cache="hit") == 1
+    accepted = {"outcome": "accepted", "cache": "miss", "issuer": ISSUER, "algorithm": "HS256"}
+    assert value_of(sink, "grelmicro.jwt.verifications", **accepted) == 1 + 2
+    assert value_of(sink, "grelmicro.jwt.keys.count") == 2
