@@ -397,21 +397,21 @@ class Reporter:
         reporter = self
 
         @functools.wraps(fetch_sync)
-        def traced_sync() -> None:
+        def traced_sync(*args: Any, **kwargs: Any) -> None:
             if _IN_FETCH.get():
-                fetch_sync()
+                fetch_sync(*args, **kwargs)
                 return
             with reporter._fetch_span(source, name) as done:
-                fetch_sync()
+                fetch_sync(*args, **kwargs)
                 done()
 
         @functools.wraps(fetch_async)
-        async def traced_async() -> None:
+        async def traced_async(*args: Any, **kwargs: Any) -> None:
             if _IN_FETCH.get():
-                await fetch_async()
+                await fetch_async(*args, **kwargs)
                 return
             with reporter._fetch_span(source, name) as done:
-                await fetch_async()
+                await fetch_async(*args, **kwargs)
                 done()
 
         source.fetch_sync = traced_sync  # type: ignore[method-assign]
@@ -433,12 +433,11 @@ class _FetchSpan:
 
     def __enter__(self) -> Callable[[], None]:
         source = self._source
-        discovering = source.url is None and source.discover is not None
         self._scope = self._reporter._tracer.start_as_current_span(
             "grelmicro.jwt.key_fetch",
             attributes={
                 "grelmicro.jwt.source": self._name,
-                "grelmicro.jwt.discovery": discovering,
+                "grelmicro.jwt.discovery": source.discover is not None,
             },
         )
         self._scope.__enter__()
