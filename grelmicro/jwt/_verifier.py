@@ -42,6 +42,7 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt.otel import Reporter, Telemetry
 
 __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
 
@@ -218,6 +219,7 @@ class JWTVerifier:
         "_hook": None,
         "_keys": None,
         "_router": None,
+        "_telemetry": None,
         "config": None,
         "verify": (
             "``verify(token, /, *, now=None) -> Claims``: verify ``token`` and return its "
@@ -236,6 +238,7 @@ class JWTVerifier:
     _counters: list[int] | None
     _router: KeyRouter | None
     _keys: tuple[_core.Key, ...]
+    _telemetry: Reporter | None
     verify: VerifyFunction
 
     def __init__(
@@ -254,6 +257,7 @@ class JWTVerifier:
         clock: Clock | None = None,
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
+        telemetry: bool | Telemetry = False,
         **settings: Unpack[JWTSettings],
     ) -> None:
         # The setting keywords are JWTConfig's fields (JWTSettings): a
@@ -278,12 +282,22 @@ class JWTVerifier:
             raise ConfigurationError("clock must be a callable returning seconds")
         if on_reject is not None and not callable(on_reject):
             raise ConfigurationError("on_reject must be a callable")
+        # Telemetry (grelmicro.jwt.otel): counts refusals on the refusal path,
+        # accepted misses around the engine, hits from the cache's counters.
+        options = Telemetry.of(telemetry)
+        reporter = None if options is None else Reporter(options, self)
+        if reporter is not None:
+            on_reject = reporter.on_reject(on_reject)
+        object.__setattr__(self, "_telemetry", reporter)
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_clock", clock or time.time)
         object.__setattr__(self, "_hook", on_reject)
-        object.__setattr__(self, "_counters", [0, 0] if cache_stats else None)
+        counting = cache_stats or reporter is not None
+        object.__setattr__(self, "_counters", [0, 0] if counting else None)
         object.__setattr__(self, "_router", None)
         if jwks_url is None and discover is None and issuers is None:
+            if reporter is not None:
+                reporter.bind(config.issuer, _allowed(config), [])
             self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
             return
         # Keys from the network, or several issuers each bound to its keys.
@@ -303,6 +317,9 @@ class JWTVerifier:
         )
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
+        if reporter is not None:
+            named = (*config.issuer, *router.issuers)
+            reporter.bind(named, _allowed(config), router._sources)
         router.on_removed(weak_callback(self._drop_cache))
         self._install_engine(router)
 
@@ -429,6 +446,8 @@ class JWTVerifier:
         ``_ROTATION``.
         """
         config = self.config
+        if self._telemetry is not None:  # counts the misses it verifies (hits stay in the core)
+            engine = self._telemetry.engine(engine)
         if cache is not None:  # kept across an addition of keys: same table, new engine
             cache = cache.rebind(engine.verify_until)
         else:
@@ -650,3 +669,8 @@ def _key_set(
         if (kid, reason) not in reported:
             logger.warning("key %r skipped: %s", kid, reason)
     return combined
+
+
+def _allowed(config: JWTConfig) -> tuple[str, ...]:
+    """The algorithms a token can verify with (what telemetry may name)."""
+    return tuple(config.algorithms or _core.algorithms())
