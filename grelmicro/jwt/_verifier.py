@@ -446,6 +446,7 @@ class JWTVerifier:
         ``_ROTATION``.
         """
         config = self.config
+        object.__setattr__(self, "_engine", engine)  # the core's own (keeps_cache_of reads it)
         if self._telemetry is not None:  # counts the misses it verifies (hits stay in the core)
             engine = self._telemetry.engine(engine)
         if cache is not None:  # kept across an addition of keys: same table, new engine
@@ -468,7 +469,6 @@ class JWTVerifier:
                     clock=self._clock,
                     count=counters is not None,
                 )
-        object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
         route = (cache if cache is not None else _no_cache(engine, self._clock))._table
         front: _core.VerifyCall | None = getattr(self, "verify", None)

@@ -488,10 +488,10 @@ class _CountingEngine:
 
     def __init__(self, engine: Any, reporter: Reporter) -> None:
         self._engine = engine
-        self.verify = _counting(engine.verify, reporter)
-        until = getattr(engine, "verify_until", None)
-        if until is not None:  # the engine's answer with its deadline (newer cores)
-            self.verify_until = _counting(until, reporter)
+        self.verify_until = _counting(engine.verify_until, reporter)
+        plain = getattr(engine, "verify", None)
+        if plain is not None:  # the core engine's answer without its deadline
+            self.verify = _counting(plain, reporter)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
