@@ -43,6 +43,9 @@ HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
 EC_ALGORITHMS = ("ES256", "ES384", "ES512", "ES256K")
 EDDSA_ALGORITHMS = ("EdDSA", "Ed25519")
+#: Post-quantum (RFC 9964), opt-in: not in ALGORITHMS (``cryptography`` keys
+#: of this module do not sign them; tests/jwt/test_mldsa.py does).
+MLDSA_ALGORITHMS = ("ML-DSA-44", "ML-DSA-65", "ML-DSA-87")
 #: Every JWS algorithm the verifier supports (design §3).
 ALGORITHMS = HMAC_ALGORITHMS + RSA_ALGORITHMS + EC_ALGORITHMS + EDDSA_ALGORITHMS
 #: One algorithm per asymmetric family.
