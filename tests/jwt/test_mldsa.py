@@ -347,3 +347,15 @@ def test_an_mldsa_dpop_proof_verifies_when_named(alg: str) -> None:
     with pytest.raises(DPoPProofError) as caught:
         DPoPVerifier(max_proof_size=16384).check(**request)
     assert caught.value.check == "alg"
+
+
+@pytest.mark.parametrize("alg", SETS)
+def test_a_signature_with_a_context_string_is_refused(alg: str) -> None:
+    """RFC 9964 signs with the empty context: one made under another context never verifies."""
+    scheme = getattr(dilithium, alg.replace("-", "_"))
+    public, secret = scheme.keygen()
+    signer = PQSigner(alg, public, lambda data: scheme.sign(secret, data, ctx=b"jose"))
+    plain = PQSigner(alg, public, lambda data: scheme.sign(secret, data))
+    verifier = JWTVerifier([Key.jwk(signer.jwk())], algorithms=[alg])
+    assert verifier.verify(plain.mint(), now=NOW).subject == "pq-user"
+    assert error_of(verifier, signer.mint()) is InvalidSignatureError
