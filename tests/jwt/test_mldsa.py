@@ -298,6 +298,16 @@ def test_akp_jwk_rules() -> None:
         JWTVerifier(jwks=jwks, algorithms=["ML-DSA-65"])
 
 
+@pytest.mark.parametrize("alg", SETS)
+def test_spki_keys_of_the_wrong_size_are_refused(alg: str) -> None:
+    signer = pq(alg)
+    for public in (signer.public[:-1], signer.public + b"\x00", signer.public * 2, b"\x01" * 32):
+        wrong = PQSigner(alg, public, signer.sign)
+        with pytest.raises(InvalidKeyError, match=f"{PUBLIC_BYTES[alg]} bytes"):
+            Key.pem(wrong.spki_pem(), alg)
+    assert Key.pem(signer.spki_pem(), alg).kty == "AKP"
+
+
 # -- DPoP ---------------------------------------------------------------------------------
 
 
