@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::algorithm::{Algorithm, AlgorithmSet};
+use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::claims::{self, Verified};
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
@@ -49,7 +49,19 @@ pub struct Verifier {
 impl Verifier {
     pub fn new(keys: Arc<KeySet>, policy: Arc<Policy>) -> Result<Verifier> {
         let served = keys.algorithms();
-        let allowed = policy.algorithms.unwrap_or(served).intersection(served);
+        // Left to the keys, the allow-list never holds an opt-in (ML-DSA)
+        // algorithm: those are allowed only when named.
+        let allowed = policy
+            .algorithms
+            .unwrap_or(served.without_opt_in())
+            .intersection(served);
+        if allowed.is_empty() && policy.algorithms.is_none() && !served.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "ML-DSA (post-quantum) algorithms are allowed only when named: \
+                 list them in algorithms",
+            ));
+        }
         if allowed.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
@@ -132,6 +144,16 @@ impl Verifier {
         };
         let key: &Key = &self.keys.keys()[index];
         let mut signature_room = SignatureRoom::new();
+        // An ML-DSA signature has one exact size (kilobytes): a segment of
+        // any other length is refused before it is decoded.
+        if alg.family() == Family::MlDsa
+            && alg.fixed_signature_text_len() != Some(segments.signature.len())
+        {
+            return Err(Error::new(
+                ErrorKind::Signature,
+                "signature verification failed",
+            ));
+        }
         let signature = signature_room.decode(segments.signature)?;
         // Base64 first (cheap, reveals nothing): a mangled payload is refused
         // before the signature work. Its JSON is only read once authenticated.

@@ -115,7 +115,7 @@ class Key:
 
     @property
     def kty(self) -> str:
-        """``oct``, ``RSA``, ``EC`` or ``OKP``."""
+        """``oct``, ``RSA``, ``EC``, ``OKP`` or ``AKP`` (ML-DSA)."""
         return self._inner.kty
 
     @property

@@ -84,6 +84,12 @@ impl Key {
                 let k = required("k")?;
                 Key::secret(&k, algorithm, kid)
             }
+            Some(KeyType::Akp) => {
+                let algorithm = rules::check_akp_alg(text("alg")?, chosen)?;
+                let public = required("pub")?;
+                rules::check_mldsa_public(&public, algorithm)?;
+                Key::public(&public, algorithm, kid, KeyType::Akp)
+            }
             None => Err(invalid_key("JWK kty is not supported")),
         }
     }

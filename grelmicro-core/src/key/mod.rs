@@ -17,6 +17,8 @@ use crate::error::{invalid_key, Error, ErrorKind, Result};
 mod forms;
 mod jwk;
 mod mac;
+#[cfg(test)]
+mod mldsa_tests;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -33,16 +35,20 @@ pub enum KeyType {
     Ec,
     /// An octet key pair (here, Ed25519; RFC 8037).
     Okp,
+    /// An algorithm key pair (here, ML-DSA; RFC 9964): bound to one
+    /// algorithm by its required `alg`.
+    Akp,
 }
 
 impl KeyType {
-    /// The JWK name: `oct`, `RSA`, `EC` or `OKP`.
+    /// The JWK name: `oct`, `RSA`, `EC`, `OKP` or `AKP`.
     pub const fn as_str(self) -> &'static str {
         match self {
             KeyType::Oct => "oct",
             KeyType::Rsa => "RSA",
             KeyType::Ec => "EC",
             KeyType::Okp => "OKP",
+            KeyType::Akp => "AKP",
         }
     }
 
@@ -53,6 +59,7 @@ impl KeyType {
             "RSA" => KeyType::Rsa,
             "EC" => KeyType::Ec,
             "OKP" => KeyType::Okp,
+            "AKP" => KeyType::Akp,
             _ => return None,
         })
     }
