@@ -33,7 +33,7 @@ from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSetti
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
-from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
+from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity, note_padded
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -581,6 +581,7 @@ def _key_set(
             )
             for kid, reason in document.skipped:
                 logger.warning("JWKS key %r skipped: %s", kid, reason)
+            note_padded(document.keys, "JWKS")
             if not cores:
                 return document
             # Every JWKS key, conflicting ones included: combined with keys=,
