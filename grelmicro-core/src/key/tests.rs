@@ -740,3 +740,66 @@ fn short_ec_coordinates_are_left_padded() {
         ErrorKind::InvalidKey
     );
 }
+
+/// Public-key text mangled on its way to `Key.secret`: stray punctuation,
+/// quotes, a leading `-`, armour in another case. Each form is refused;
+/// ordinary secrets of the same shapes are not.
+#[test]
+fn mangled_public_key_text_is_not_an_hmac_secret() {
+    let mut ed_spki = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    ed_spki.extend_from_slice(&[0x11; 32]);
+    let mut n = vec![0xC5u8; 256];
+    n[255] = 0x01;
+    let pkcs1 = der::rsa_public_key(&n, &[0x01, 0x00, 0x01]);
+    for der in [&ed_spki, &pkcs1] {
+        let b64 = base64_simd::STANDARD.encode_to_string(der);
+        let url = token::encode(der);
+        let (head, tail) = b64.split_at(b64.len() / 2);
+        let forms = [
+            format!("{head}:{tail}"),
+            format!("{head}.{tail}"),
+            format!("{b64}."),
+            format!("{b64}:"),
+            format!("-{b64}"),
+            format!("-{url}"),
+            format!("_{url}"),
+            format!("\"{b64}\""),
+            format!("'{b64}'"),
+            format!("`{b64}`"),
+            format!("  \"{head}\\n{tail}\"\n"),
+            format!("-----begin public key-----\n{b64}\n-----end public key-----\n"),
+            format!("-----Begin Public Key-----\n{b64}\n-----End Public Key-----"),
+            format!("----BEGIN PUBLIC KEY----\n{b64}\n----END PUBLIC KEY----"),
+            format!("-- begin rsa public key --\n{b64}"),
+        ];
+        for form in &forms {
+            assert!(refused(form.as_bytes()), "{form}");
+        }
+        // DER followed by a stray byte, a JWK in quotes.
+        assert!(refused(&[der.as_slice(), b"\n"].concat()));
+    }
+    let n64 = token::encode(&n);
+    assert!(refused(
+        format!(r#""{{"kty":"RSA","n":"{n64}","e":"AQAB"}}""#).as_bytes()
+    ));
+    // Ordinary secrets, base64-looking ones and ones with dashes included.
+    let random: Vec<u8> = (0..48u8)
+        .map(|i| i.wrapping_mul(167).wrapping_add(13))
+        .collect();
+    let b64 = base64_simd::STANDARD.encode_to_string(&random);
+    for secret in [
+        b64.clone(),
+        format!("-{b64}"),
+        format!("\"{b64}\":"),
+        token::encode(&random),
+        base64_simd::STANDARD.encode_to_string([0x30; 48]),
+        "my--end-of-key-passphrase-that-is-long-enough".to_owned(),
+        "-----this-is-a-long-random-looking-secret-----".to_owned(),
+        "0123456789abcdef".repeat(4),
+    ] {
+        assert!(!refused(secret.as_bytes()), "{secret}");
+        assert!(Key::secret(secret.as_bytes(), Algorithm::HS256, None).is_ok());
+    }
+}
