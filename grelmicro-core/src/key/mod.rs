@@ -156,6 +156,9 @@ pub struct Key {
     /// SHA-256 over the algorithm (or family) and the key bytes: tells two
     /// keys apart without keeping or showing the bytes themselves.
     fingerprint: [u8; 32],
+    /// SHA-256 over the key type and the key bytes alone: the same key
+    /// material, whatever algorithms it is bound to.
+    material_id: [u8; 32],
 }
 
 impl std::fmt::Debug for Key {
@@ -205,6 +208,7 @@ impl Key {
             material: Box::new([(algorithm, Material::Hmac(mac::MacKey::new(hash, secret)))]),
             padded: false,
             fingerprint: fingerprint(algorithm.name(), secret),
+            material_id: fingerprint(KeyType::Oct.as_str(), secret),
         })
     }
 
@@ -221,7 +225,7 @@ impl Key {
         }
         key.family = Some(material.iter().map(|(a, _)| *a).collect());
         key.material = material.into_boxed_slice();
-        key.fingerprint = fingerprint(KeyType::Oct.as_str(), secret);
+        key.fingerprint = key.material_id;
         Ok(key)
     }
 
@@ -241,7 +245,7 @@ impl Key {
         }
         key.family = Some(RSA_FAMILY.into_iter().collect());
         key.material = material.into_boxed_slice();
-        key.fingerprint = fingerprint(KeyType::Rsa.as_str(), pkcs1);
+        key.fingerprint = key.material_id;
         Ok(key)
     }
 
@@ -331,6 +335,7 @@ impl Key {
             material: Box::new([(algorithm, Material::Public(parsed))]),
             padded: false,
             fingerprint: fingerprint(algorithm.name(), bytes),
+            material_id: fingerprint(kty.as_str(), bytes),
         })
     }
 
@@ -379,9 +384,17 @@ impl Key {
         &self.fingerprint
     }
 
-    /// Whether two keys hold the same algorithm and key bytes.
+    /// Whether two keys are one: the same key bytes, and the algorithms of
+    /// one include the other's (a key of a JWK without `alg` and the same
+    /// key bound to one of its family's algorithms; Ed25519 under either
+    /// name). The same bytes bound to two different algorithms are not.
     pub(crate) fn same_material(&self, other: &Key) -> bool {
-        self.fingerprint == other.fingerprint
+        if self.fingerprint == other.fingerprint {
+            return true;
+        }
+        let (mine, theirs) = (self.algorithms(), other.algorithms());
+        let common = mine.intersection(theirs);
+        self.material_id == other.material_id && (common == mine || common == theirs)
     }
 
     /// Checks `signature` over `message`. Failures say nothing but their kind.

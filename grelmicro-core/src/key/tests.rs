@@ -590,16 +590,19 @@ mod family {
                 .kind(),
             ErrorKind::UnknownKey
         );
-        // A kid-less token needs exactly one candidate: a family key and a
-        // PS256 key (another key) both could verify PS256 when it is named...
-        let other = Key::jwk_json(
-            br#"{"kty":"EC","crv":"P-256","x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}"#,
-            None,
-            false,
-        )
-        .unwrap();
-        let pss = Key::jwk_json(rsa_jwk(r#","alg":"PS256""#).as_bytes(), None, false).unwrap();
-        let named = verifier(vec![family(None), pss], Some(&RSA_NAMES));
+        // A kid-less token needs exactly one candidate: a family key and
+        // another RSA key bound to PS256 both could verify PS256 when it is
+        // named...
+        let mut n = vec![0xC5u8; 256];
+        n[255] = 0x01;
+        let other_pss = || {
+            let jwk = format!(
+                r#"{{"kty":"RSA","alg":"PS256","n":"{}","e":"AQAB"}}"#,
+                token::encode(&n)
+            );
+            Key::jwk_json(jwk.as_bytes(), None, false).unwrap()
+        };
+        let named = verifier(vec![family(None), other_pss()], Some(&RSA_NAMES));
         assert_eq!(
             named
                 .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
@@ -608,14 +611,30 @@ mod family {
             ErrorKind::UnknownKey
         );
         // ... while with no algorithms named the family key means RS256, so
-        // the PS256 key is the only candidate.
-        let pss = Key::jwk_json(rsa_jwk(r#","alg":"PS256""#).as_bytes(), None, false).unwrap();
-        let default = verifier(vec![family(None), pss, other], None);
-        assert!(default
-            .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
-            .is_ok());
+        // the other PS256 key is the only candidate (and its signature check
+        // fails: it is not the signer), and RS256 goes to the family key.
+        let ec = Key::jwk_json(
+            br#"{"kty":"EC","crv":"P-256","x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}"#,
+            None,
+            false,
+        )
+        .unwrap();
+        let default = verifier(vec![family(None), other_pss(), ec], None);
+        assert_eq!(
+            default
+                .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Signature
+        );
         assert!(default
             .verify(rsa_token(Algorithm::RS256, None).as_bytes(), 0.0)
+            .is_ok());
+        // The same key bound to PS256 and without alg is one key, not two.
+        let same = Key::jwk_json(rsa_jwk(r#","alg":"PS256""#).as_bytes(), None, false).unwrap();
+        let one = verifier(vec![family(None), same], Some(&RSA_NAMES));
+        assert!(one
+            .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
             .is_ok());
         // Two different family keys under one kid: the kid is unusable.
         let doc = format!(
@@ -626,9 +645,12 @@ mod family {
         // (the second one is refused for its size, so the first stands)
         let set = KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap();
         assert!(set.select(Some("dup"), Algorithm::PS256, true).is_ok());
-        let pss = rsa_jwk(r#","kid":"dup","alg":"PS256""#);
+        let other = format!(
+            r#"{{"kty":"RSA","kid":"dup","n":"{}","e":"AQAB"}}"#,
+            token::encode(&n)
+        );
         let doc = format!(
-            r#"{{"keys":[{},{pss},{}]}}"#,
+            r#"{{"keys":[{},{other},{}]}}"#,
             rsa_jwk(r#","kid":"dup""#),
             rsa_jwk(r#","kid":"ok""#)
         );
@@ -640,6 +662,33 @@ mod family {
             ErrorKind::UnknownKey
         );
         assert!(set.select(Some("ok"), Algorithm::PS384, true).is_ok());
+    }
+
+    #[test]
+    fn one_key_bound_and_alg_less_under_one_kid_is_one_key() {
+        let bound = || {
+            Key::jwk_json(
+                rsa_jwk(r#","kid":"k""#).as_bytes(),
+                Some(Algorithm::RS256),
+                false,
+            )
+            .unwrap()
+        };
+        let family = || Key::jwk_json(rsa_jwk(r#","kid":"k""#).as_bytes(), None, false).unwrap();
+        for keys in [vec![bound(), family()], vec![family(), bound()]] {
+            let set = KeySet::new(keys.into_iter().map(Arc::new).collect()).unwrap();
+            assert!(set.skipped().is_empty());
+            assert!(set.select(Some("k"), Algorithm::RS256, false).is_ok());
+        }
+        // The same bytes bound to two different algorithms are two keys.
+        let pss = Key::jwk_json(
+            rsa_jwk(r#","kid":"k""#).as_bytes(),
+            Some(Algorithm::PS256),
+            false,
+        )
+        .unwrap();
+        let err = KeySet::new(vec![Arc::new(bound()), Arc::new(pss)]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
     }
 
     #[test]
