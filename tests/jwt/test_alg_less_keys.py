@@ -334,3 +334,23 @@ def test_dropped_keys_are_counted_with_their_reason(server: DocumentServer) -> N
         assert "RSA modulus" in skipped["tiny"]
     finally:
         verifier.close()
+
+
+# --- the cache across a rotation that adds a key of the family --------------
+
+
+def test_adding_a_key_an_alg_less_key_shared_drops_the_cache(
+    rsa_private: rsa.RSAPrivateKey,
+) -> None:
+    """A kid-less PS256 token verified by the alg-less key becomes ambiguous
+    once a second PS256 key is added: no cached result may outlive that."""
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pss = RSAAlgorithm.to_jwk(other.public_key(), as_dict=True)
+    pss.update(alg="PS256", kid="k2")
+    verifier = JWTVerifier(keys=[Key.jwk(alg_less_jwk(rsa_private))], algorithms=RSA_ALGS)
+    token = mint(rsa_private, "PS256", None)
+    assert verifier.verify(token, now=NOW)
+    verifier.rotate(keys=[Key.jwk(alg_less_jwk(rsa_private)), Key.jwk(pss)])
+    with pytest.raises(TokenRejectedError) as caught:
+        verifier.verify(token, now=NOW)
+    assert caught.value.reason == "unknown-key"
