@@ -354,3 +354,21 @@ def test_adding_a_key_an_alg_less_key_shared_drops_the_cache(
     with pytest.raises(TokenRejectedError) as caught:
         verifier.verify(token, now=NOW)
     assert caught.value.reason == "unknown-key"
+
+
+def test_keys_dropped_from_a_jwks_given_in_code_show_in_health() -> None:
+    good = ec.generate_private_key(ec.SECP256R1())
+    good_jwk: dict[str, Any] = ECAlgorithm.to_jwk(good.public_key(), as_dict=True)
+    good_jwk["kid"] = "good"
+    other = ec.generate_private_key(ec.SECP256R1())
+    twin: dict[str, Any] = ECAlgorithm.to_jwk(other.public_key(), as_dict=True)
+    document = {"keys": [good_jwk, {"kty": "FOO", "kid": "future"}, {**twin, "kid": "dup"}]}
+    verifier = JWTVerifier(jwks=document)
+    assert [kid for kid, _ in verifier.health().skipped_keys] == ["future"]
+    # Combined with keys given in code: a kid two keys claim is listed too.
+    clash = Key.jwk({**good_jwk, "kid": "dup"})
+    verifier.rotate(keys=[clash], jwks=document)
+    skipped = dict(verifier.health().skipped_keys)
+    assert set(skipped) == {"future", "dup"}
+    assert "two different keys" in skipped["dup"]
+    assert JWTVerifier(keys=[clash]).health().skipped_keys == ()
