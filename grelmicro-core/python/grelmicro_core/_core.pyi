@@ -65,6 +65,12 @@ class Key:
     @property
     def algorithm(self) -> str: ...
     @property
+    def algorithms(self) -> list[str]:
+        """Every algorithm the key can verify (a JWK without ``alg``: its family)."""
+    @property
+    def padded(self) -> bool:
+        """Whether EC coordinates shorter than the curve size were left-padded."""
+    @property
     def kid(self) -> str | None: ...
     @property
     def kty(self) -> str: ...

@@ -250,17 +250,28 @@ pub(super) fn check_jwk_curve(
     Ok((curve, algorithm))
 }
 
-/// The raw coordinates of a JWK on `curve` must have the curve's length.
-pub(super) fn check_coordinates(curve: Curve, x: &[u8], y: Option<&[u8]>) -> Result<()> {
-    let size = curve.coordinate_len();
-    match y {
-        None if x.len() != size => Err(invalid_key("Ed25519 JWK x must be 32 bytes")),
-        None => check_ed25519(x),
-        Some(y) if x.len() != size || y.len() != size => {
-            Err(invalid_key("EC JWK coordinates have the wrong length"))
-        }
-        Some(_) => Ok(()),
+/// The raw key of an OKP (Ed25519) JWK: 32 bytes, not of small order.
+pub(super) fn check_okp(x: &[u8]) -> Result<()> {
+    if x.len() != Curve::Ed25519.coordinate_len() {
+        return Err(invalid_key("Ed25519 JWK x must be 32 bytes"));
     }
+    check_ed25519(x)
+}
+
+/// The uncompressed point (`0x04 || x || y`) of an EC JWK on `curve`.
+/// Coordinates shorter than the curve size are left-padded with zeros (the
+/// same integers; some libraries strip leading zero bytes): the flag says
+/// so. Longer ones, or empty ones, are refused.
+pub(super) fn ec_point(curve: Curve, x: &[u8], y: &[u8]) -> Result<(Vec<u8>, bool)> {
+    let size = curve.coordinate_len();
+    if x.is_empty() || y.is_empty() || x.len() > size || y.len() > size {
+        return Err(invalid_key("EC JWK coordinates have the wrong length"));
+    }
+    let mut point = vec![0u8; 1 + 2 * size];
+    point[0] = 0x04;
+    point[1 + size - x.len()..=size].copy_from_slice(x);
+    point[1 + 2 * size - y.len()..].copy_from_slice(y);
+    Ok((point, x.len() < size || y.len() < size))
 }
 
 // --- JWK members --------------------------------------------------------------
