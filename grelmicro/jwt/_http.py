@@ -55,15 +55,19 @@ class FetchOptions:
         default_ttl: when the answer carries no ``max-age``.
         max_stale: how long past their expiry the last good keys still serve
             while the provider fails; then :class:`KeysUnavailableError`.
-        cooldown: at most one fetch per this many seconds for tokens naming
-            an unknown ``kid``, and the pause after a failed fetch.
+        cooldown: the longest pause after failed fetches: at start-up or
+            during an outage the next attempt waits 1 s, then 2 s, 4 s...
+            up to this (a provider's ``Retry-After`` counts, within it).
         jitter: share of the TTL by which a refresh comes early, at random,
             so a fleet does not refetch in lockstep.
         log_interval: a failing source logs at most once per this many seconds.
-        unknown_kid_budget: fetches for unknown ``kid`` values allowed per
-            cooldown across all the verifier's sources together (each source
-            also waits its own cooldown), so many issuers cannot multiply a
-            flood into many fetches.
+        unknown_kid_budget: fetches for tokens naming an unknown ``kid``
+            allowed per ``unknown_kid_interval``, for each source (each
+            issuer's keys): a flood of invented kids costs at most this many
+            fetches per interval, and never spends another issuer's budget.
+        unknown_kid_interval: the window of ``unknown_kid_budget``, in
+            seconds; ``None`` (the default) takes ``cooldown``, as before the
+            two were told apart.
     """
 
     connect_timeout: float = 5.0
@@ -79,6 +83,7 @@ class FetchOptions:
     jitter: float = 0.1
     log_interval: float = 60.0
     unknown_kid_budget: int = 4
+    unknown_kid_interval: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -91,8 +96,11 @@ class FetchOptions:
             "max_stale",
             "cooldown",
             "log_interval",
+            "unknown_kid_interval",
         ):
             value = getattr(self, name)
+            if value is None and name == "unknown_kid_interval":
+                continue
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -118,6 +126,11 @@ class FetchOptions:
         ):
             raise ConfigurationError("jitter must be a number from 0 to 0.5")
 
+    @property
+    def unknown_kid_window(self) -> float:
+        """Seconds over which ``unknown_kid_budget`` counts (see ``unknown_kid_interval``)."""
+        return self.cooldown if self.unknown_kid_interval is None else self.unknown_kid_interval
+
     def timeout(self) -> httpx.Timeout:
         """The httpx timeout for one request."""
         return httpx.Timeout(
@@ -134,7 +147,28 @@ class FetchOptions:
 
 
 class FetchError(Exception):
-    """One failed fetch; the message is safe to log (no document content)."""
+    """One failed fetch; the message is safe to log (no document content).
+
+    ``retry_after``: seconds the provider asked us to wait (its
+    ``Retry-After`` on a 429 or 503), or ``None``.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` value in seconds (delta-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit() and len(value) <= 10:
+        return float(value)
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
 
 
 def check_url(url: object, what: str, *, allow_insecure_loopback: bool) -> str:
@@ -203,7 +237,10 @@ def _check_response(response: httpx.Response, cap: int) -> None:
     if 300 <= status < 400:
         raise FetchError(f"answered a redirect ({status}); redirects are not followed")
     if status != 200:
-        raise FetchError(f"answered HTTP {status}")
+        raise FetchError(
+            f"answered HTTP {status}",
+            retry_after=_retry_after(response.headers.get("retry-after")),
+        )
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in {"", "identity"}:
         raise FetchError(f"answered with content-encoding {encoding[:20]!r}; identity was asked")

@@ -292,9 +292,16 @@ class DPoPBindingError(TokenRejectedError):
 
 
 class KeysUnavailableError(JWTError):
-    """No usable verification keys right now. HTTP answer: 503, not 401."""
+    """No usable verification keys right now. HTTP answer: 503, not 401.
+
+    ``retry_after`` is the number of seconds until the key source may fetch
+    again (the ``Retry-After`` of the 503), when known.
+    """
 
     reason = "keys-unavailable"
+
+    retry_after: float | None = None
+    """Seconds until keys may be fetched again, or ``None`` if unknown."""
 
 
 class ConfigurationError(JWTError, ValueError):
