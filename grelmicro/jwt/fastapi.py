@@ -33,6 +33,7 @@ imports FastAPI.
 import copy
 import inspect
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from http import HTTPStatus
@@ -59,7 +60,6 @@ from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
     TokenRejectedError,
-    UnknownKeyError,
 )
 
 __all__ = [
@@ -253,9 +253,9 @@ class JWTBearer(SecurityBase):
             scheme, token, proof = credentials
             try:
                 claims = self.verifier.verify(token)
-            except (UnknownKeyError, KeysUnavailableError):
+            except KeysUnavailableError:
                 # Network keys may be rotating or still loading: the async path
-                # waits for the fetch the sync one started (one per cooldown).
+                # waits for the fetch the sync one started, and reports once.
                 claims = await self._refreshing(scheme, token)
             except TokenRejectedError as exc:
                 raise self._token_refused(scheme, exc.reason) from None
@@ -273,8 +273,11 @@ class JWTBearer(SecurityBase):
             return await self.verifier.verify_async(token)
         except TokenRejectedError as exc:
             raise self._token_refused(scheme, exc.reason) from None
-        except KeysUnavailableError:
-            raise self._unavailable() from None
+        except KeysUnavailableError as exc:
+            error = self._unavailable()
+            if exc.retry_after is not None:  # when the key source may fetch again
+                error.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+            raise error from None
 
     def _credentials(self, scope: Scope) -> tuple[str, bytes, bytes | None] | None:
         """``(scheme, token, proof)`` of the request, ``None`` without credentials."""
