@@ -2,7 +2,7 @@
 
 Every request for keys goes through :func:`get_sync` or :func:`get_async`:
 no redirects, a timeout for the connection, for each read and for the whole
-answer, identity encoding only, and a size cap enforced while streaming (an
+answer (headers included), identity encoding only, and a size cap enforced while streaming (an
 oversize answer is abandoned, never read whole). URLs are checked when the
 verifier is built (:func:`check_url`): https, or plain http on a loopback
 address with an explicit flag.
@@ -11,13 +11,16 @@ address with an explicit flag.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import ipaddress
 import math
 import re
+import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,12 +313,64 @@ class Clients:
 
 
 def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[bytes, httpx.Headers]:
-    """One GET under the limits, with a sync client."""
+    """One GET under the limits, with a sync client; bounded in total, headers included.
+
+    httpx bounds each read of a sync request, not the whole: a server that
+    drips its headers a byte at a time would hold the caller as long as it
+    likes. So the request runs on a helper thread and the caller waits at
+    most ``total_timeout``; past it the caller gets a :class:`FetchError`
+    and the connection the request opened is shut down, which ends the
+    helper's read too.
+    """
+    outcome: list[tuple[bytes, httpx.Headers] | BaseException] = []
+    streams: list[Any] = []
+    done = threading.Event()
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        # The connection this request opens (TCP, then TLS over it).
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            streams.append(info.get("return_value"))
+
+    def run() -> None:
+        try:
+            outcome.append(_get_sync(client, url, options, trace))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="grelmicro-jwks-get", daemon=True).start()
+    if not done.wait(options.total_timeout):
+        for stream in streams:
+            _shut(stream)
+        raise FetchError(f"answer took longer than {options.total_timeout} s")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _shut(stream: Any) -> None:
+    """Shut a connection's socket down: a read blocked on it returns at once."""
+    sock = getattr(stream, "get_extra_info", lambda _: None)("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _get_sync(
+    client: httpx.Client, url: str, options: FetchOptions, trace: Callable[..., None]
+) -> tuple[bytes, httpx.Headers]:
     cap = options.max_response_size
     deadline = time.monotonic() + options.total_timeout
     try:
         with client.stream(
-            "GET", url, headers=_HEADERS, timeout=options.timeout(), follow_redirects=False
+            "GET",
+            url,
+            headers=_HEADERS,
+            timeout=options.timeout(),
+            follow_redirects=False,
+            extensions={"trace": trace},
         ) as response:
             _check_response(response, cap)
             body = bytearray()

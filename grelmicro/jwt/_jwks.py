@@ -392,7 +392,7 @@ class KeySource:
         if first or due:
             held = "no keys held" if self.key_set is None else "keeping the last good keys"
             logger.warning(
-                "JWKS %s: fetch failed (%s); %s; next attempt in %.0f s (%d failures so far)",
+                "JWKS %s: fetch failed (%s); %s; next attempt in %.3g s (%d failures so far)",
                 self.name,
                 reason,
                 held,
@@ -548,16 +548,22 @@ class KeySource:
             self.refresh_blocking()
         if self.key_set is not None and schedule.serves(self._clock()):
             return True
-        if self.key_set is not None and not self._withdrawn:
-            # Past the bound: the last good keys stop serving, and so does
-            # every cached result they verified.
-            self._withdrawn = True
-            logger.error(
-                "JWKS %s: keys past their staleness bound; verification answers 503", self.name
-            )
-            for listener in self._listeners:
-                listener(None)
+        self._withdraw_if_past_bound()
         return False
+
+    def _withdraw_if_past_bound(self) -> None:
+        """Past the bound, withdraw the last good keys and every cached result.
+
+        The listeners drop the keys, and the verifier's cache with them.
+        """
+        if self.key_set is None or self._withdrawn or self.schedule.serves(self._clock()):
+            return
+        self._withdrawn = True
+        logger.error(
+            "JWKS %s: keys past their staleness bound; verification answers 503", self.name
+        )
+        for listener in self._listeners:
+            listener(None)
 
     def unknown_kid(self, arrived: float) -> KidStep:
         """A token that arrived at ``arrived`` names a kid the keys lack: what now.
@@ -623,6 +629,9 @@ class KeySource:
             await asyncio.sleep(min(max(delay, 0.05), self.options.max_ttl))
             if self._clock() >= self.schedule.refresh_at:
                 await self.refresh_async()
+            # The refresh time never passes the bound while fetches fail, so
+            # this wakes at the bound: cached results stop with the keys.
+            self._withdraw_if_past_bound()
 
     async def aclose(self) -> None:
         """Stop the background refresh and any fetch started on this loop."""

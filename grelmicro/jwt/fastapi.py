@@ -276,7 +276,8 @@ class JWTBearer(SecurityBase):
         except KeysUnavailableError as exc:
             error = self._unavailable()
             if exc.retry_after is not None:  # when the key source may fetch again
-                error.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+                seconds = str(max(1, math.ceil(exc.retry_after)))
+                error.headers = {**(error.headers or {}), "Retry-After": seconds}
             raise error from None
 
     def _credentials(self, scope: Scope) -> tuple[str, bytes, bytes | None] | None:

@@ -9,7 +9,12 @@ outcome once, after any refetch-and-retry.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import socket
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -327,3 +332,91 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     assert "another issuer" in (verifier.health().last_error or "")
     assert verifier.verify(mint(k2, iss=issuer, jti="kept"))["sub"] == "user-1"
     verifier.close()
+
+
+# -- the sync fetch is bounded in total, headers included -------------------------
+
+
+class HeaderDrip:
+    """A loopback server that answers with headers dripped one byte at a time.
+
+    Each byte comes well within the read timeout, so only a bound on the
+    whole request ends the wait; ``finished`` is set once it has dripped
+    everything (far later than any test waits).
+    """
+
+    def __init__(self, gap: float = 0.05, header_bytes: int = 2000) -> None:
+        self.gap = gap
+        self.header_bytes = header_bytes
+        self.stopping = threading.Event()
+        self.finished = threading.Event()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/jwks.json"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            connection, _ = self.listener.accept()
+            with connection:
+                connection.recv(4096)
+                head = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * self.header_bytes
+                for i in range(len(head)):
+                    if self.stopping.wait(self.gap):
+                        return
+                    connection.sendall(head[i : i + 1])
+                self.finished.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.listener.close()
+        self.thread.join(5)
+
+
+def test_a_server_dripping_headers_is_cut_at_the_total_timeout(k1: Signer) -> None:
+    drip = HeaderDrip()
+    try:
+        options = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1)
+        verifier = JWTVerifier(
+            jwks_url=drip.url, allow_insecure_loopback=True, fetch=options, clock=FakeClock()
+        )
+        with pytest.raises(KeysUnavailableError, match="took longer than 1 s"):
+            verifier.verify(mint(k1))
+        assert not drip.finished.is_set()  # the answer was still dripping: cut, not waited
+        verifier.close()
+    finally:
+        drip.stop()
+
+
+# -- past the staleness bound, cached results stop too ----------------------------
+
+
+@pytest.mark.anyio
+async def test_cached_results_stop_at_the_bound_even_with_only_hits(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """The background refresh wakes at the bound and withdraws the keys and the
+    cache: a token cached for an hour is not served past it (real clock)."""
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=0"})
+    options = FetchOptions(min_ttl=0.2, max_ttl=1, max_stale=0.3, cooldown=0.1, jitter=0.0)
+    token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 3600})
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=options,
+        audience=AUD,
+        cache_ttl=3600,
+    )
+    async with verifier:
+        assert (await verifier.verify_async(token))["sub"] == "u"
+        assert verifier.cache_info().size == 1
+        server.set(JWKS, "down", status=500)
+        for _ in range(100):  # wait for the bound (0.5 s away), not a timing check
+            if not verifier.health().ready and verifier.cache_info().size == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert verifier.cache_info().size == 0  # dropped with the keys
+        with pytest.raises(KeysUnavailableError, match="staleness"):
+            verifier.verify(token)
