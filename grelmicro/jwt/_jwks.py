@@ -180,6 +180,7 @@ class KeySource:
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
+        self._bound_timer: threading.Timer | None = None
         self._closed = False
         self.key_set: _core.KeySet | None = None
         # Logging and health.
@@ -350,6 +351,7 @@ class KeySource:
             self.last_success = now
             self._withdrawn = self._empty = False
             recovered, self._failing = self._failing, False
+        self._disarm()
         if recovered:
             logger.warning("JWKS %s: fetched again, %d keys", self.name, len(key_set))
 
@@ -389,6 +391,8 @@ class KeySource:
             due = now - self._logged_at >= self.options.log_interval
             if first or due:
                 self._logged_at = now
+        if self.key_set is not None:
+            self._arm(self.schedule.stale_until - now)
         if first or due:
             held = "no keys held" if self.key_set is None else "keeping the last good keys"
             logger.warning(
@@ -649,7 +653,30 @@ class KeySource:
     def close_threads(self) -> None:
         """No more fetches; wait (bounded) for fetch threads to finish."""
         self._closed = True
+        self._disarm()
         self.join()
+
+    def _arm(self, delay: float) -> None:
+        """While fetches fail, withdraw the keys at the bound even if only hits come.
+
+        A cache hit never calls in here: on an event loop the background
+        task wakes at the bound; in sync apps this timer does.
+        """
+        if self._closed or (self._background is not None and not self._background.done()):
+            return
+        timer = threading.Timer(max(delay, 0.0), self._withdraw_if_past_bound)
+        timer.daemon = True
+        with self._lock:
+            old, self._bound_timer = self._bound_timer, timer
+        if old is not None:
+            old.cancel()
+        timer.start()
+
+    def _disarm(self) -> None:
+        with self._lock:
+            old, self._bound_timer = self._bound_timer, None
+        if old is not None:
+            old.cancel()
 
     def join(self) -> None:
         """Wait (bounded) for the fetch threads running now."""

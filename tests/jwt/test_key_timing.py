@@ -420,3 +420,33 @@ async def test_cached_results_stop_at_the_bound_even_with_only_hits(
         assert verifier.cache_info().size == 0  # dropped with the keys
         with pytest.raises(KeysUnavailableError, match="staleness"):
             verifier.verify(token)
+
+
+def test_sync_cached_results_stop_at_the_bound_once_a_refresh_failed(
+    server: DocumentServer, k1: Signer
+) -> None:
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=0"})
+    options = FetchOptions(min_ttl=0.2, max_ttl=1, max_stale=0.3, cooldown=0.1, jitter=0.0)
+    token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 3600})
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=options,
+        audience=AUD,
+        cache_ttl=3600,
+    )
+    assert verifier.verify(token)["sub"] == "u"
+    server.set(JWKS, "down", status=500)
+    for _ in range(100):  # until a miss past expiry has tried a refresh and failed
+        verifier.verify(k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 60}))
+        if verifier.health().failure_count:
+            break
+        time.sleep(0.05)
+    for _ in range(100):  # then only hits, until the bound (not a timing check)
+        if verifier.cache_info().size == 0:
+            break
+        time.sleep(0.05)
+    assert verifier.cache_info().size == 0
+    with pytest.raises(KeysUnavailableError, match="staleness"):
+        verifier.verify(token)
+    verifier.close()
