@@ -265,7 +265,7 @@ class _Slot:
         """Verify with this issuer's keys; refresh them first if due."""
         core = self.core
         source = self.source
-        if source is not None and (core is None or self.clock() >= source.refresh_at):
+        if source is not None and (core is None or self.clock() >= source.schedule.refresh_at):
             if not source.due(self.clock()) or self.core is None:
                 raise source.unavailable()
             core = self.core

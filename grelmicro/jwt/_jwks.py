@@ -10,10 +10,9 @@ When to fetch is not decided here: the pure
 :class:`~grelmicro.jwt._schedule.Schedule` answers that (time in, decisions
 out). This module does the I/O around it:
 
-- the fetch itself, written once as steps (:meth:`KeySource._steps`: the
-  discovery document when there is one, then the JWKS) that yield the URL to
-  GET and get the answer back; a sync and an async driver run the same steps,
-  only the transport call differs;
+- the fetch itself (:class:`~grelmicro.jwt._fetch.Fetcher`: discovery when
+  there is one, then the JWKS, written once and run by a sync or an async
+  driver) and what its outcome changes;
 - single flight: at most one fetch per source is in flight; threads and
   asyncio tasks that need it join that one fetch (a :class:`_Flight`);
 - background refresh (a task on the app's event loop, or a thread) and
@@ -27,20 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import random
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import httpx
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
-from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync, ttl_of
+from grelmicro.jwt._fetch import Fetcher
+from grelmicro.jwt._http import Clients, FetchError, FetchOptions, ttl_of
 from grelmicro.jwt._schedule import FIRST_RETRY, Schedule
 from grelmicro.jwt.errors import KeysUnavailableError
 
@@ -111,11 +109,6 @@ class KeySourceHealth:
         )
 
 
-Answer = tuple[bytes, httpx.Headers]
-#: The steps of one fetch: yield a URL to GET, get its answer back (or a
-#: FetchError thrown in); return the key set (None: an empty key list) and
-#: the JWKS answer's headers.
-Steps = Generator[str, Answer, tuple["_core.KeySet | None", httpx.Headers]]
 #: What a token naming an unknown kid gets from its source: ``final`` (the
 #: keys held answer for it), ``fetched`` (a fetch ran or was joined here:
 #: look again), ``pending`` (a fetch runs on the event loop: await it) or
@@ -141,15 +134,6 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _is_empty_jwks(body: bytes) -> bool:
-    """A well-formed JWKS whose key list is empty (``{"keys": []}``)."""
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return False
-    return isinstance(document, dict) and document.get("keys") == []
-
-
 class KeySource:
     """Keys from one JWKS URL (or from an issuer's discovery document).
 
@@ -167,13 +151,16 @@ class KeySource:
         clock: Clock,
         allow_insecure_loopback: bool,
     ) -> None:
-        self.url = jwks_url
-        self.discover = discover
+        self.fetcher = Fetcher(
+            jwks_url=jwks_url,
+            discover=discover,
+            options=options,
+            clients=clients,
+            allow_insecure_loopback=allow_insecure_loopback,
+        )
         self.options = options
         self.schedule = Schedule(options)
-        self._clients = clients
         self._clock = clock
-        self._insecure_ok = allow_insecure_loopback
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
@@ -188,7 +175,6 @@ class KeySource:
         self._failing = False
         self._withdrawn = False
         self._empty = False
-        self.fetch_count = 0
         self.failure_count = 0
         self.stale_uses = 0
         self.last_success: float | None = None
@@ -198,7 +184,22 @@ class KeySource:
     @property
     def name(self) -> str:
         """The URL for logs: the JWKS URL, or the issuer being discovered."""
-        return self.url or f"discovery of {self.discover}"
+        return self.fetcher.name
+
+    @property
+    def url(self) -> str | None:
+        """The JWKS URL (given, or the one discovery names now)."""
+        return self.fetcher.url
+
+    @property
+    def discover(self) -> str | None:
+        """The issuer whose discovery document names the JWKS URL, if any."""
+        return self.fetcher.discover
+
+    @property
+    def fetch_count(self) -> int:
+        """HTTP requests made (discovery included)."""
+        return self.fetcher.count
 
     @property
     def refresh_at(self) -> float:
@@ -219,91 +220,13 @@ class KeySource:
         """Call ``listener(key_set)`` on every accepted key set."""
         self._listeners.append(listener)
 
-    # -- one fetch: the steps, then a driver per transport ------------------
-
-    def _steps(self, *, rediscover: bool) -> Steps:
-        """Discovery (when configured and ``rediscover`` or never done), then the JWKS.
-
-        Discovery is read again on the refresh schedule, with the issuer
-        check each time, so a ``jwks_uri`` that moves is followed.
-        """
-        url = self.url
-        if self.discover is not None and (url is None or rediscover):
-            url = yield from self._discovery(self.discover)
-        assert url is not None  # noqa: S101 - a JWKS URL, given or discovered
-        body, headers = yield url
-        return self._parse(body), headers
-
-    def _discovery(self, issuer: str) -> Generator[str, Answer, str]:
-        last: FetchError | None = None
-        for candidate in discovery_urls(issuer):
-            try:
-                body, _ = yield candidate
-            except FetchError as exc:
-                last = exc
-                continue
-            found = jwks_uri_of(body, issuer, self._insecure_ok)
-            if self.url is not None and found != self.url:
-                logger.warning("discovery of %s: jwks_uri moved to %s", issuer, found)
-            self.url = found
-            return found
-        raise FetchError(f"discovery failed: {last}")
-
-    def _parse(self, body: bytes) -> _core.KeySet | None:
-        """The usable keys of a document; None for a well-formed empty key list."""
-        try:
-            key_set = _core.KeySet.from_jwks(
-                body, allow_symmetric=False, max_keys=self.options.max_keys
-            )
-        except _core.CoreError as exc:
-            if _is_empty_jwks(body):
-                return None
-            raise FetchError(f"not a usable JWKS: {exc.args[1]}") from None
-        for kid, reason in key_set.skipped:
-            logger.info("JWKS %s: key %r skipped: %s", self.name, kid, reason)
-        return key_set
-
-    def _drive_sync(
-        self, steps: Steps, client: httpx.Client
-    ) -> tuple[_core.KeySet | None, httpx.Headers]:
-        try:
-            url = next(steps)
-            while True:
-                self.fetch_count += 1
-                try:
-                    answer = get_sync(client, url, self.options)
-                except FetchError as exc:
-                    url = steps.throw(exc)
-                else:
-                    url = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-    async def _drive_async(
-        self, steps: Steps, client: httpx.AsyncClient
-    ) -> tuple[_core.KeySet | None, httpx.Headers]:
-        try:
-            url = next(steps)
-            while True:
-                self.fetch_count += 1
-                try:
-                    answer = await get_async(client, url, self.options)
-                except FetchError as exc:
-                    url = steps.throw(exc)
-                else:
-                    url = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    # -- one fetch (the steps live in _fetch), and what its outcome changes ----
 
     def fetch_sync(self, started: float | None = None, *, rediscover: bool = True) -> None:
         """Fetch now in this thread and install the keys, or record the failure."""
         started = self._clock() if started is None else started
-        client = self._clients.sync()
-        if client is None:
-            self._failed("only an async client was given: await verifier.start() first")
-            return
         try:
-            key_set, headers = self._drive_sync(self._steps(rediscover=rediscover), client)
+            key_set, headers = self.fetcher.fetch_sync(rediscover=rediscover)
         except FetchError as exc:
             self._failed(str(exc), exc.retry_after)
             return
@@ -312,12 +235,8 @@ class KeySource:
     async def fetch_async(self, started: float | None = None, *, rediscover: bool = True) -> None:
         """Fetch now on this event loop and install the keys, or record the failure."""
         started = self._clock() if started is None else started
-        client = self._clients.async_()
-        if client is None:  # the user gave a sync client only
-            await asyncio.to_thread(self.fetch_sync, started, rediscover=rediscover)
-            return
         try:
-            key_set, headers = await self._drive_async(self._steps(rediscover=rediscover), client)
+            key_set, headers = await self.fetcher.fetch_async(rediscover=rediscover)
         except FetchError as exc:
             self._failed(str(exc), exc.retry_after)
             return
@@ -374,10 +293,12 @@ class KeySource:
                 self.name,
             )
             return
+        if held is None:
+            logger.error("JWKS %s: the provider publishes an empty key list; no keys", self.name)
+            return
         logger.error("JWKS %s: empty key list seen again; keys withdrawn", self.name)
-        if held is not None:
-            for listener in self._listeners:
-                listener(None)
+        for listener in self._listeners:
+            listener(None)
 
     def _failed(self, reason: str, retry_after: float | None = None) -> None:
         now = self._clock()
@@ -596,10 +517,11 @@ class KeySource:
 
     def retry_after(self, *, unknown_kid: bool = False) -> float:
         """Seconds until a fetch may start (a fetch in flight: the first pause)."""
-        if self._flight is not None:
-            return FIRST_RETRY
         now = self._clock()
-        return self.schedule.may_fetch(now, unknown_kid=unknown_kid).wait(now)
+        with self._lock:  # may_fetch drops budget entries that left the window
+            if self._flight is not None:
+                return FIRST_RETRY
+            return self.schedule.may_fetch(now, unknown_kid=unknown_kid).wait(now)
 
     def unavailable(self, *, unknown_kid: bool = False) -> KeysUnavailableError:
         """The 503 error, saying why (never key material) and when to try again."""
