@@ -123,6 +123,8 @@ def test_conflicting_or_bad_settings_are_refused(settings: dict[str, Any]) -> No
     [
         {"min_ttl": 10, "max_ttl": 5},
         {"cooldown": -1},
+        {"unknown_kid_interval": -1},
+        {"unknown_kid_interval": float("inf")},
         {"connect_timeout": 0},
         {"read_timeout": float("nan")},
         {"max_response_size": 10},
