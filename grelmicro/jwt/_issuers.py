@@ -37,7 +37,14 @@ from grelmicro.jwt._jwks import KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, cache_survives, json_text, key_identity
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = ["Issuer", "KeyRouter", "arrived_at", "build_router", "worth_refetch"]
+__all__ = [
+    "Issuer",
+    "KeyRouter",
+    "arrived_at",
+    "build_router",
+    "network_algorithms",
+    "worth_refetch",
+]
 
 logger = logging.getLogger("grelmicro.jwt")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fastapi import Depends, FastAPI
-from forge import NOW, Signer, private_key
+from forge import NOW, Signer, hmac_key, private_key
 from servers import DocumentServer, jwks_of, serve
 from support import FakeClock, documents
 
@@ -31,6 +31,8 @@ from grelmicro.jwt import (
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt._config import JWTConfig
+from grelmicro.jwt._issuers import network_algorithms, worth_refetch
 from grelmicro.jwt.fastapi import JWTBearer
 
 JWKS = "/jwks.json"
@@ -449,4 +451,47 @@ def test_sync_cached_results_stop_at_the_bound_once_a_refresh_failed(
     assert verifier.cache_info().size == 0
     with pytest.raises(KeysUnavailableError, match="staleness"):
         verifier.verify(token)
+    verifier.close()
+
+
+# -- the one rule of what is worth a refetch --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "alg", "worth"),
+    [
+        ("unknown-key", "RS256", True),
+        ("unknown-key", None, True),
+        ("algorithm", "ES256", True),  # a new key of a new algorithm the policy allows
+        ("algorithm", "HS256", False),  # no fetched key is ever symmetric
+        ("algorithm", "none", False),
+        ("algorithm", None, False),
+        ("signature", "RS256", False),
+        ("expired", "RS256", False),
+        ("malformed", None, False),
+    ],
+)
+def test_worth_refetch(kind: str, alg: str | None, worth: bool) -> None:
+    allowed = network_algorithms(JWTConfig.build())
+    assert worth_refetch(kind, alg, allowed) is worth
+
+
+def test_network_algorithms_follow_the_policy() -> None:
+    assert network_algorithms(JWTConfig.build(algorithms=["RS256", "HS256"])) == {"RS256"}
+
+
+def test_refusals_about_the_token_itself_never_refetch(server: DocumentServer, k1: Signer) -> None:
+    server.set(JWKS, jwks_of(k1))
+    clock, reports = FakeClock(), Reports()
+    verifier = verifier_over(server.url(JWKS), clock, reports)
+    verifier.verify(mint(k1))
+    clock.now += 3  # the keys held predate what follows: a refetch would be allowed
+    symmetric = hmac_key(kid="k1").mint({"aud": AUD, "exp": NOW + 60})
+    expired = mint(k1, exp=NOW - 60)
+    impostor = mint(private_key("RS256", kid="k1", seed=99))
+    for token in (symmetric, expired, impostor):
+        with pytest.raises(TokenRejectedError):
+            verifier.verify(token)
+    assert server.count(JWKS) == 1
+    assert reports.reasons == ["algorithm", "expired", "signature"]
     verifier.close()
