@@ -26,10 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import math
 import random
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -167,7 +171,6 @@ class KeySource:
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
-        self._bound_timer: threading.Timer | None = None
         self._closed = False
         self.key_set: _core.KeySet | None = None
         # Logging and health.
@@ -270,7 +273,7 @@ class KeySource:
             self.last_success = now
             self._withdrawn = self._empty = False
             recovered, self._failing = self._failing, False
-        self._disarm()
+        self._watch_bound(now)
         if recovered:
             logger.warning("JWKS %s: fetched again, %d keys", self.name, len(key_set))
 
@@ -313,7 +316,7 @@ class KeySource:
             if first or due:
                 self._logged_at = now
         if self.key_set is not None:
-            self._arm(self.schedule.stale_until - now)
+            self._watch_bound(now)
         if first or due:
             held = "no keys held" if self.key_set is None else "keeping the last good keys"
             logger.warning(
@@ -575,30 +578,16 @@ class KeySource:
     def close_threads(self) -> None:
         """No more fetches; wait (bounded) for fetch threads to finish."""
         self._closed = True
-        self._disarm()
         self.join()
 
-    def _arm(self, delay: float) -> None:
-        """While fetches fail, withdraw the keys at the bound even if only hits come.
+    def _watch_bound(self, now: float) -> None:
+        """Withdraw the keys at their bound even if only cache hits come.
 
         A cache hit never calls in here: on an event loop the background
-        task wakes at the bound; in sync apps this timer does.
+        task wakes at the bound; otherwise the bound watcher does.
         """
-        if self._closed or (self._background is not None and not self._background.done()):
-            return
-        timer = threading.Timer(max(delay, 0.0), self._withdraw_if_past_bound)
-        timer.daemon = True
-        with self._lock:
-            old, self._bound_timer = self._bound_timer, timer
-        if old is not None:
-            old.cancel()
-        timer.start()
-
-    def _disarm(self) -> None:
-        with self._lock:
-            old, self._bound_timer = self._bound_timer, None
-        if old is not None:
-            old.cancel()
+        if self._background is None or self._background.done():
+            _BOUNDS.call_at(self.schedule.stale_until - now, self)
 
     def join(self) -> None:
         """Wait (bounded) for the fetch threads running now."""
@@ -621,6 +610,53 @@ class KeySource:
             expires_at=None if key_set is None else self.schedule.expires_at,
             url=self.name,
         )
+
+
+class _BoundWatch:
+    """One daemon thread for every key source: withdraws keys at their bounds.
+
+    Sources are held weakly; a deadline that a later fetch moved just finds
+    the keys still serving and does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._heap: list[tuple[float, int, weakref.ref[KeySource]]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def call_at(self, delay: float, source: KeySource) -> None:
+        """Look at ``source`` in ``delay`` seconds (of its clock, read as real time)."""
+        when = time.monotonic() + max(delay, 0.0)
+        with self._ready:
+            heapq.heappush(self._heap, (when, next(self._order), weakref.ref(source)))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="grelmicro-jwks-bounds", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._heap:
+                    self._ready.wait()
+                when, _, ref = self._heap[0]
+                delay = when - time.monotonic()
+                if delay > 0:
+                    self._ready.wait(delay)
+                    continue
+                heapq.heappop(self._heap)
+            source = ref()
+            if source is not None:
+                try:
+                    source._withdraw_if_past_bound()
+                except Exception:  # a listener bug must not stop the watcher
+                    logger.exception("JWKS %s: withdrawing keys failed", source.name)
+
+
+_BOUNDS = _BoundWatch()
 
 
 def _on_event_loop() -> bool:

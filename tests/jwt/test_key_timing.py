@@ -454,6 +454,34 @@ def test_sync_cached_results_stop_at_the_bound_once_a_refresh_failed(
     verifier.close()
 
 
+def test_sync_cached_results_stop_at_the_bound_with_only_hits(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """No miss, so no refresh was ever tried: the keys still stop at their
+    bound, and the cached result with them."""
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=0"})
+    options = FetchOptions(min_ttl=0.2, max_ttl=1, max_stale=0.3, cooldown=0.1, jitter=0.0)
+    token = k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 3600})
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=options,
+        audience=AUD,
+        cache_ttl=3600,
+    )
+    assert verifier.verify(token)["sub"] == "u"
+    server.set(JWKS, "down", status=500)
+    for _ in range(100):  # only hits until the bound (a wait, not a timing check)
+        if verifier.cache_info().size == 0:
+            break
+        time.sleep(0.05)
+    assert verifier.cache_info().size == 0  # dropped at the bound, with no call in between
+    assert verifier.health().failure_count == 0  # no refresh was ever tried
+    with pytest.raises(KeysUnavailableError, match="staleness"):
+        verifier.verify(token)
+    verifier.close()
+
+
 # -- the one rule of what is worth a refetch --------------------------------------
 
 
