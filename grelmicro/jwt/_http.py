@@ -2,7 +2,7 @@
 
 Every request for keys goes through :func:`get_sync` or :func:`get_async`:
 no redirects, a timeout for the connection, for each read and for the whole
-answer, identity encoding only, and a size cap enforced while streaming (an
+answer (headers included), identity encoding only, and a size cap enforced while streaming (an
 oversize answer is abandoned, never read whole). URLs are checked when the
 verifier is built (:func:`check_url`): https, or plain http on a loopback
 address with an explicit flag.
@@ -11,13 +11,16 @@ address with an explicit flag.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import ipaddress
 import math
 import re
+import socket
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,15 +58,19 @@ class FetchOptions:
         default_ttl: when the answer carries no ``max-age``.
         max_stale: how long past their expiry the last good keys still serve
             while the provider fails; then :class:`KeysUnavailableError`.
-        cooldown: at most one fetch per this many seconds for tokens naming
-            an unknown ``kid``, and the pause after a failed fetch.
+        cooldown: the longest pause after failed fetches: at start-up or
+            during an outage the next attempt waits 1 s, then 2 s, 4 s...
+            up to this (a provider's ``Retry-After`` counts, within it).
         jitter: share of the TTL by which a refresh comes early, at random,
             so a fleet does not refetch in lockstep.
         log_interval: a failing source logs at most once per this many seconds.
-        unknown_kid_budget: fetches for unknown ``kid`` values allowed per
-            cooldown across all the verifier's sources together (each source
-            also waits its own cooldown), so many issuers cannot multiply a
-            flood into many fetches.
+        unknown_kid_budget: fetches for tokens naming an unknown ``kid``
+            allowed per ``unknown_kid_interval``, for each source (each
+            issuer's keys): a flood of invented kids costs at most this many
+            fetches per interval, and never spends another issuer's budget.
+        unknown_kid_interval: the window of ``unknown_kid_budget``, in
+            seconds; ``None`` (the default) takes ``cooldown``, as before the
+            two were told apart.
     """
 
     connect_timeout: float = 5.0
@@ -79,6 +86,7 @@ class FetchOptions:
     jitter: float = 0.1
     log_interval: float = 60.0
     unknown_kid_budget: int = 4
+    unknown_kid_interval: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -91,8 +99,11 @@ class FetchOptions:
             "max_stale",
             "cooldown",
             "log_interval",
+            "unknown_kid_interval",
         ):
             value = getattr(self, name)
+            if value is None and name == "unknown_kid_interval":
+                continue
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -118,6 +129,11 @@ class FetchOptions:
         ):
             raise ConfigurationError("jitter must be a number from 0 to 0.5")
 
+    @property
+    def unknown_kid_window(self) -> float:
+        """Seconds over which ``unknown_kid_budget`` counts (see ``unknown_kid_interval``)."""
+        return self.cooldown if self.unknown_kid_interval is None else self.unknown_kid_interval
+
     def timeout(self) -> httpx.Timeout:
         """The httpx timeout for one request."""
         return httpx.Timeout(
@@ -134,7 +150,28 @@ class FetchOptions:
 
 
 class FetchError(Exception):
-    """One failed fetch; the message is safe to log (no document content)."""
+    """One failed fetch; the message is safe to log (no document content).
+
+    ``retry_after``: seconds the provider asked us to wait (its
+    ``Retry-After`` on a 429 or 503), or ``None``.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` value in seconds (delta-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit() and len(value) <= 10:
+        return float(value)
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
 
 
 def check_url(url: object, what: str, *, allow_insecure_loopback: bool) -> str:
@@ -203,7 +240,10 @@ def _check_response(response: httpx.Response, cap: int) -> None:
     if 300 <= status < 400:
         raise FetchError(f"answered a redirect ({status}); redirects are not followed")
     if status != 200:
-        raise FetchError(f"answered HTTP {status}")
+        raise FetchError(
+            f"answered HTTP {status}",
+            retry_after=_retry_after(response.headers.get("retry-after")),
+        )
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in {"", "identity"}:
         raise FetchError(f"answered with content-encoding {encoding[:20]!r}; identity was asked")
@@ -273,12 +313,64 @@ class Clients:
 
 
 def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[bytes, httpx.Headers]:
-    """One GET under the limits, with a sync client."""
+    """One GET under the limits, with a sync client; bounded in total, headers included.
+
+    httpx bounds each read of a sync request, not the whole: a server that
+    drips its headers a byte at a time would hold the caller as long as it
+    likes. So the request runs on a helper thread and the caller waits at
+    most ``total_timeout``; past it the caller gets a :class:`FetchError`
+    and the connection the request opened is shut down, which ends the
+    helper's read too.
+    """
+    outcome: list[tuple[bytes, httpx.Headers] | BaseException] = []
+    streams: list[Any] = []
+    done = threading.Event()
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        # The connection this request opens (TCP, then TLS over it).
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            streams.append(info.get("return_value"))
+
+    def run() -> None:
+        try:
+            outcome.append(_get_sync(client, url, options, trace))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="grelmicro-jwks-get", daemon=True).start()
+    if not done.wait(options.total_timeout):
+        for stream in streams:
+            _shut(stream)
+        raise FetchError(f"answer took longer than {options.total_timeout} s")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _shut(stream: Any) -> None:
+    """Shut a connection's socket down: a read blocked on it returns at once."""
+    sock = getattr(stream, "get_extra_info", lambda _: None)("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _get_sync(
+    client: httpx.Client, url: str, options: FetchOptions, trace: Callable[..., None]
+) -> tuple[bytes, httpx.Headers]:
     cap = options.max_response_size
     deadline = time.monotonic() + options.total_timeout
     try:
         with client.stream(
-            "GET", url, headers=_HEADERS, timeout=options.timeout(), follow_redirects=False
+            "GET",
+            url,
+            headers=_HEADERS,
+            timeout=options.timeout(),
+            follow_redirects=False,
+            extensions={"trace": trace},
         ) as response:
             _check_response(response, cap)
             body = bytearray()

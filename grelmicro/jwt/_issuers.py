@@ -10,16 +10,25 @@ configured is refused before any network call.
 verifier: the verifier's cache calls ``router.verify_until(token, now)`` on a miss
 only, so a cache hit costs exactly what it costs with static keys. On a miss
 the router checks (one clock read and a compare) whether keys are due for a
-refresh, then calls the issuer's core verifier; a token naming an unknown
-``kid`` may trigger one refetch per cooldown.
+refresh, then calls the issuer's core verifier.
+
+A refusal that keys published since the last fetch could turn into
+acceptance (:func:`worth_refetch`, the one home of that rule) is final only
+once a document fetched after the token arrived answers it; until then the
+token's source refetches (within its unknown-kid budget) or the router
+answers :class:`~grelmicro.jwt.errors.KeysUnavailableError` (503, with the
+time until the next allowed fetch). Only final outcomes leave the router, so
+the verifier reports each token once, after any refetch-and-retry.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import logging
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import Unpack
@@ -34,18 +43,60 @@ from grelmicro.jwt._config import (
     check_flags,
 )
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
-from grelmicro.jwt._jwks import FetchBudget, KeySource, KeySourceHealth
+from grelmicro.jwt._jwks import KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text, key_identity
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = ["Issuer", "KeyRouter", "build_router"]
+__all__ = [
+    "Issuer",
+    "KeyRouter",
+    "arrived_at",
+    "build_router",
+    "network_algorithms",
+    "worth_refetch",
+]
 
 logger = logging.getLogger("grelmicro.jwt")
 
 Clock = Callable[[], float]
 
-#: Core refusals that new keys from the provider could turn into acceptance.
-_REFETCH_ON = frozenset({"unknown-key", "algorithm"})
+#: Fetch rounds one token may take part in before the router answers 503.
+_ROUNDS = 3
+
+#: When the token being verified arrived, if earlier than this call
+#: (``verify_async`` retrying after it waited for a fetch).
+_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "grelmicro_jwt_arrived", default=None
+)
+
+
+@contextlib.contextmanager
+def arrived_at(when: float) -> Iterator[None]:
+    """Verify calls inside count the token as arrived at ``when``."""
+    reset = _ARRIVED.set(when)
+    try:
+        yield
+    finally:
+        _ARRIVED.reset(reset)
+
+
+def worth_refetch(kind: str, alg: object, refetch_algorithms: frozenset[str]) -> bool:
+    """Whether keys the provider may have just published could accept a token.
+
+    The one rule for verify, verify_async and the FastAPI dependency alike:
+    no key has the token's ``kid`` (``unknown-key``), or no key held serves
+    its ``alg`` while the policy allows it (``algorithm``: a new key of a new
+    algorithm). Every other refusal is about the token, never the keys' timing.
+    """
+    if kind == "unknown-key":
+        return True
+    return kind == "algorithm" and alg in refetch_algorithms
+
+
+def network_algorithms(config: JWTConfig) -> frozenset[str]:
+    """Algorithms a fetched key could bring: the policy's, public-key ones only."""
+    names = config.algorithms if config.algorithms is not None else _core.algorithms()
+    return frozenset(name for name in names if not name.startswith("HS"))
 
 
 class Issuer:
@@ -175,9 +226,11 @@ class _Slot:
         "clock",
         "core",
         "keys",
+        "max_token_size",
         "name",
         "on_removed",
         "policy",
+        "refetch_algorithms",
         "source",
     )
 
@@ -187,6 +240,9 @@ class _Slot:
         policy: _core.Policy,
         source: KeySource | None,
         clock: Clock,
+        *,
+        refetch_algorithms: frozenset[str] = frozenset(),
+        max_token_size: int = 8192,
     ) -> None:
         self.name = name
         self.policy = policy
@@ -195,6 +251,8 @@ class _Slot:
         self.core: _core.Verifier | None = None
         self.keys: tuple[_core.Key, ...] = ()
         self.on_removed: Callable[[], None] | None = None
+        self.refetch_algorithms = refetch_algorithms
+        self.max_token_size = max_token_size
 
     def install(self, key_set: _core.KeySet | None) -> None:
         """Take new keys from the source (None: the keys went past the bound).
@@ -235,7 +293,7 @@ class _Slot:
         """
         core = self.core
         source = self.source
-        if source is not None and (core is None or self.clock() >= source.refresh_at):
+        if source is not None and (core is None or self.clock() >= source.schedule.refresh_at):
             if not source.due(self.clock()) or self.core is None:
                 raise source.unavailable()
             core = self.core
@@ -243,18 +301,53 @@ class _Slot:
         try:
             return core.verify_until(token, now)
         except _core.CoreError as exc:
-            # A key (or a key of a new algorithm) the provider may have just
-            # published: one refetch per cooldown, whatever the flood.
-            if (
-                source is None
-                or exc.args[0] not in _REFETCH_ON
-                or not source.after_unknown_kid()
-                or self.core is core
-            ):
+            if source is None or not self._worth_refetch(exc.args[0], token):
                 raise
-        newer = self.core
-        assert newer is not None  # noqa: S101 - set when core was
-        return newer.verify_until(token, now)
+        arrived = _ARRIVED.get()
+        return self._refetched(
+            token, now, core, source, self.clock() if arrived is None else arrived
+        )
+
+    def _worth_refetch(self, kind: str, token: str | bytes) -> bool:
+        alg = None
+        if kind == "algorithm":
+            with contextlib.suppress(_core.CoreError):
+                alg = _core.unverified_header(token, max_token_size=self.max_token_size).get("alg")
+        return worth_refetch(kind, alg, self.refetch_algorithms)
+
+    def _refetched(
+        self,
+        token: str | bytes,
+        now: float,
+        core: _core.Verifier,
+        source: KeySource,
+        arrived: float,
+    ) -> tuple[dict[str, Any], float | None]:
+        """The token's answer once keys fetched after it arrived have looked at it.
+
+        Keys from a document fetched before the token arrived may predate its
+        key: one fetch (single flight, within the source's budget) first; when
+        none may start, 503 with the time until one may.
+        """
+        for _ in range(_ROUNDS):
+            step = source.unknown_kid(arrived)
+            if step == "final":
+                # Verified again rather than re-raised from a local (no
+                # traceback cycle): the keys held now answer for this token.
+                return (self.core or core).verify_until(token, now)
+            if step != "fetched":
+                raise source.unavailable(unknown_kid=True)
+            newer = self.core
+            if newer is None:
+                raise source.unavailable()
+            if newer is not core:
+                core = newer
+                try:
+                    return core.verify_until(token, now)
+                except _core.CoreError as exc:
+                    if not self._worth_refetch(exc.args[0], token):
+                        raise
+        raise source.unavailable(unknown_kid=True)
 
 
 class KeyRouter:
@@ -321,7 +414,7 @@ class KeyRouter:
         return None if slot is None else slot.source
 
     async def settle(self, token: str | bytes) -> bool:
-        """Wait for the fetch the token's verification started, if any."""
+        """Wait for the fetch the token's verification started (or joined), if any."""
         source = self.source_for(token)
         if source is None:
             return False
@@ -514,7 +607,6 @@ def build_router(
         raise ConfigurationError("fetch must be a FetchOptions")
     config, listed = _check_sources(config, jwks_url, discover, issuers, allow_insecure_loopback)
     clients = Clients(client, fetch)
-    budget = FetchBudget(fetch.unknown_kid_budget, fetch.cooldown)
     sources: dict[str, KeySource] = {}
 
     def source(url: str | None, discovered: str | None, insecure: bool) -> KeySource:
@@ -528,7 +620,6 @@ def build_router(
                 clients=clients,
                 clock=clock,
                 allow_insecure_loopback=insecure,
-                budget=budget,
             )
         return found
 
@@ -540,6 +631,8 @@ def build_router(
             config.policy(),
             source(jwks_url, discover, allow_insecure_loopback),
             clock,
+            refetch_algorithms=network_algorithms(config),
+            max_token_size=config.max_token_size,
         )
         assert slot.source is not None  # noqa: S101 - built just above
         slot.source.subscribe(slot.install)
@@ -548,7 +641,8 @@ def build_router(
         for issuer in listed:
             if issuer.issuer in slots:
                 raise ConfigurationError(f"issuer {issuer.issuer!r} is configured twice")
-            policy = _issuer_config(config, issuer).policy()
+            own = _issuer_config(config, issuer)
+            policy = own.policy()
             if issuer.jwks_url is not None or issuer.discover:
                 slot = _Slot(
                     issuer.issuer,
@@ -559,6 +653,8 @@ def build_router(
                         issuer.allow_insecure_loopback,
                     ),
                     clock,
+                    refetch_algorithms=network_algorithms(own),
+                    max_token_size=own.max_token_size,
                 )
                 assert slot.source is not None  # noqa: S101 - built just above
                 slot.source.subscribe(slot.install)

@@ -6,9 +6,18 @@ no redirects, timeouts, a response-size cap, a key-count cap, no ``oct``
 keys), honours ``Cache-Control: max-age`` within bounds, and keeps the last
 good keys through provider faults up to a bounded staleness.
 
-Concurrency: at most one fetch per source is in flight. Threads and asyncio
-tasks that need it join that one fetch (a :class:`_Flight`). Fetches asked
-for by tokens with an unknown ``kid`` are limited to one per cooldown.
+When to fetch is not decided here: the pure
+:class:`~grelmicro.jwt._schedule.Schedule` answers that (time in, decisions
+out). This module does the I/O around it:
+
+- the fetch itself (:class:`~grelmicro.jwt._fetch.Fetcher`: discovery when
+  there is one, then the JWKS, written once and run by a sync or an async
+  driver) and what its outcome changes;
+- single flight: at most one fetch per source is in flight; threads and
+  asyncio tasks that need it join that one fetch (a :class:`_Flight`);
+- background refresh (a task on the app's event loop, or a thread) and
+  throttled logging.
+
 Nothing here runs on the request path unless a fetch is due: the verifier
 reads :attr:`KeySource.refresh_at` and calls in only past it.
 """
@@ -16,24 +25,28 @@ reads :attr:`KeySource.refresh_at` and calls in only past it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
+import heapq
+import itertools
 import logging
 import math
 import random
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
-from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync, ttl_of
-from grelmicro.jwt._keys import note_padded
+from grelmicro.jwt._fetch import Fetcher
+from grelmicro.jwt._http import Clients, FetchError, FetchOptions, ttl_of
+from grelmicro.jwt._schedule import FIRST_RETRY, Schedule
 from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["FetchBudget", "FetchOptions", "KeySource", "KeySourceHealth"]
+__all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
@@ -105,39 +118,22 @@ class KeySourceHealth:
         )
 
 
-class FetchBudget:
-    """Fetches for unknown ``kid`` values, shared by every source of a verifier.
-
-    At most ``limit`` such fetches start within any ``window`` seconds,
-    whichever sources ask: one budget, however many issuers are configured.
-    """
-
-    __slots__ = ("_lock", "_starts", "limit", "window")
-
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit = limit
-        self.window = window
-        self._starts: collections.deque[float] = collections.deque()
-        self._lock = threading.Lock()
-
-    def take(self, now: float) -> bool:
-        """Spend one fetch if the budget allows it now."""
-        with self._lock:
-            starts = self._starts
-            while starts and now - starts[0] >= self.window:
-                starts.popleft()
-            if len(starts) >= self.limit:
-                return False
-            starts.append(now)
-            return True
+#: What a token naming an unknown kid gets from its source: ``final`` (the
+#: keys held answer for it), ``fetched`` (a fetch ran or was joined here:
+#: look again), ``pending`` (a fetch runs on the event loop: await it) or
+#: ``unavailable`` (no fetch may start now).
+KidStep = Literal["final", "fetched", "pending", "unavailable"]
 
 
 class _Flight:
     """One fetch in progress; threads and tasks wait on it together."""
 
-    __slots__ = ("done", "waiters")
+    __slots__ = ("done", "rediscover", "started", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, started: float, *, rediscover: bool = True) -> None:
+        self.started = started
+        # Discovery is read again on the refresh schedule, not for every kid.
+        self.rediscover = rediscover
         self.done = threading.Event()
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
@@ -163,15 +159,17 @@ class KeySource:
         clients: Clients,
         clock: Clock,
         allow_insecure_loopback: bool,
-        budget: FetchBudget | None = None,
     ) -> None:
-        self.url = jwks_url
-        self._budget = budget or FetchBudget(options.unknown_kid_budget, options.cooldown)
-        self.discover = discover
+        self.fetcher = Fetcher(
+            jwks_url=jwks_url,
+            discover=discover,
+            options=options,
+            clients=clients,
+            allow_insecure_loopback=allow_insecure_loopback,
+        )
         self.options = options
-        self._clients = clients
+        self.schedule = Schedule(options)
         self._clock = clock
-        self._insecure_ok = allow_insecure_loopback
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
         self._flight: _Flight | None = None
@@ -179,18 +177,12 @@ class KeySource:
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
         self._closed = False
-        # Key state.
         self.key_set: _core.KeySet | None = None
-        self.refresh_at: float = -math.inf  # read on the request path
-        self.expires_at: float = -math.inf
-        self.stale_until: float = -math.inf
-        # Gates and health.
-        self._retry_at = -math.inf
-        self._kid_at = -math.inf
+        # Logging and health.
         self._logged_at = -math.inf
         self._failing = False
         self._withdrawn = False
-        self.fetch_count = 0
+        self._empty = False
         self.failure_count = 0
         self.stale_uses = 0
         self.last_success: float | None = None
@@ -200,98 +192,73 @@ class KeySource:
     @property
     def name(self) -> str:
         """The URL for logs: the JWKS URL, or the issuer being discovered."""
-        return self.url or f"discovery of {self.discover}"
+        return self.fetcher.name
+
+    @property
+    def url(self) -> str | None:
+        """The JWKS URL (given, or the one discovery names now)."""
+        return self.fetcher.url
+
+    @property
+    def discover(self) -> str | None:
+        """The issuer whose discovery document names the JWKS URL, if any."""
+        return self.fetcher.discover
+
+    @property
+    def fetch_count(self) -> int:
+        """HTTP requests made (discovery included)."""
+        return self.fetcher.count
+
+    @property
+    def refresh_at(self) -> float:
+        """When keys are next due (read on the request path, past a cache miss)."""
+        return self.schedule.refresh_at
+
+    @property
+    def expires_at(self) -> float:
+        """When the keys held expire (refresh due before)."""
+        return self.schedule.expires_at
+
+    @property
+    def stale_until(self) -> float:
+        """When the keys held stop serving."""
+        return self.schedule.stale_until
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(key_set)`` on every accepted key set."""
         self._listeners.append(listener)
 
-    # -- fetching ---------------------------------------------------------
+    # -- one fetch (the steps live in _fetch), and what its outcome changes ----
 
-    def _resolve_sync(self, client: httpx.Client) -> str:
-        if self.url is not None:
-            return self.url
-        assert self.discover is not None  # noqa: S101 - one of the two is set
-        last: FetchError | None = None
-        for url in discovery_urls(self.discover):
-            self.fetch_count += 1
-            try:
-                body, _ = get_sync(client, url, self.options)
-            except FetchError as exc:
-                last = exc
-                continue
-            self.url = jwks_uri_of(body, self.discover, self._insecure_ok)
-            return self.url
-        raise FetchError(f"discovery failed: {last}")
-
-    async def _resolve_async(self, client: httpx.AsyncClient) -> str:
-        if self.url is not None:
-            return self.url
-        assert self.discover is not None  # noqa: S101 - one of the two is set
-        last: FetchError | None = None
-        for url in discovery_urls(self.discover):
-            self.fetch_count += 1
-            try:
-                body, _ = await get_async(client, url, self.options)
-            except FetchError as exc:
-                last = exc
-                continue
-            self.url = jwks_uri_of(body, self.discover, self._insecure_ok)
-            return self.url
-        raise FetchError(f"discovery failed: {last}")
-
-    def _parse(self, body: bytes) -> _core.KeySet:
-        try:
-            key_set = _core.KeySet.from_jwks(
-                body, allow_symmetric=False, max_keys=self.options.max_keys
-            )
-        except _core.CoreError as exc:
-            raise FetchError(f"not a usable JWKS: {exc.args[1]}") from None
-        for kid, reason in key_set.skipped:
-            (logger.warning if "private key" in reason else logger.info)(
-                "JWKS %s: key %r skipped: %s", self.name, kid, reason
-            )
-        note_padded(key_set.keys, f"JWKS {self.name}")
-        return key_set
-
-    def fetch_sync(self) -> None:
+    def fetch_sync(self, started: float | None = None, *, rediscover: bool = True) -> None:
         """Fetch now in this thread and install the keys, or record the failure."""
-        client = self._clients.sync()
-        if client is None:
-            self._failed("only an async client was given: await verifier.start() first")
-            return
+        started = self._clock() if started is None else started
         try:
-            url = self._resolve_sync(client)
-            self.fetch_count += 1
-            body, headers = get_sync(client, url, self.options)
-            key_set = self._parse(body)
+            key_set, headers = self.fetcher.fetch_sync(rediscover=rediscover)
         except FetchError as exc:
-            self._failed(str(exc))
+            self._failed(str(exc), exc.retry_after)
             return
-        self._accept(key_set, headers)
+        self._accept(key_set, headers, started)
 
-    async def fetch_async(self) -> None:
+    async def fetch_async(self, started: float | None = None, *, rediscover: bool = True) -> None:
         """Fetch now on this event loop and install the keys, or record the failure."""
-        client = self._clients.async_()
-        if client is None:  # the user gave a sync client only
-            await asyncio.to_thread(self.fetch_sync)
-            return
+        started = self._clock() if started is None else started
         try:
-            url = await self._resolve_async(client)
-            self.fetch_count += 1
-            body, headers = await get_async(client, url, self.options)
-            key_set = self._parse(body)
+            key_set, headers = await self.fetcher.fetch_async(rediscover=rediscover)
         except FetchError as exc:
-            self._failed(str(exc))
+            self._failed(str(exc), exc.retry_after)
             return
-        self._accept(key_set, headers)
+        self._accept(key_set, headers, started)
 
-    def _accept(self, key_set: _core.KeySet, headers: httpx.Headers) -> None:
+    def _accept(self, key_set: _core.KeySet | None, headers: httpx.Headers, started: float) -> None:
         now = self._clock()
         ttl = ttl_of(headers, self.options, now)
+        spread = random.random()  # noqa: S311 - spread, not secrecy
+        if key_set is None:
+            self._accept_empty(now, ttl, spread, started)
+            return
         for listener in self._listeners:
             listener(key_set)
-        early = ttl * self.options.jitter * random.random()  # noqa: S311 - spread, not secrecy
         kids = {(key.fingerprint, key.kid) for key in key_set.keys}
         before = (
             set() if self.key_set is None else {(k.fingerprint, k.kid) for k in self.key_set.keys}
@@ -306,63 +273,90 @@ class KeySource:
                 ttl,
             )
         with self._lock:
+            self.schedule.succeeded(started=started, now=now, ttl=ttl, spread=spread)
             self.key_set = key_set
             self.last_success = now
-            self.expires_at = now + ttl
-            self.stale_until = now + ttl + self.options.max_stale
-            self.refresh_at = now + ttl - early
-            self._retry_at = -math.inf
-            self._withdrawn = False
+            self._withdrawn = self._empty = False
             recovered, self._failing = self._failing, False
+        self._watch_bound(now)
         if recovered:
             logger.warning("JWKS %s: fetched again, %d keys", self.name, len(key_set))
 
-    def _failed(self, reason: str) -> None:
+    def _accept_empty(self, now: float, ttl: float, spread: float, started: float) -> None:
+        """A well-formed empty key list: withdraws the keys when seen twice in a row."""
+        with self._lock:
+            outcome = self.schedule.succeeded(
+                started=started, now=now, ttl=ttl, spread=spread, empty=True
+            )
+            self.last_success = now
+            self._failing = False
+            held = self.key_set
+            if outcome == "withdrawn":
+                self.key_set = None
+                self._empty = True
+        if outcome == "empty-kept":
+            logger.warning(
+                "JWKS %s: the provider publishes an empty key list; "
+                "keys kept until it is seen again",
+                self.name,
+            )
+            return
+        if held is None:
+            logger.error("JWKS %s: the provider publishes an empty key list; no keys", self.name)
+            return
+        logger.error("JWKS %s: empty key list seen again; keys withdrawn", self.name)
+        for listener in self._listeners:
+            listener(None)
+
+    def _failed(self, reason: str, retry_after: float | None = None) -> None:
         now = self._clock()
         with self._lock:
             self.failure_count += 1
             self.last_failure = now
             self.last_error = reason
-            self._retry_at = now + self.options.cooldown
-            # Past a failure, look again after the cooldown, not at every call.
-            self.refresh_at = min(max(self.refresh_at, self._retry_at), self.stale_until)
-            if self.key_set is None:
-                self.refresh_at = self._retry_at
+            pause = self.schedule.failed(now, retry_after)
             first = not self._failing
             self._failing = True
             due = now - self._logged_at >= self.options.log_interval
             if first or due:
                 self._logged_at = now
+        if self.key_set is not None:
+            self._watch_bound(now)
         if first or due:
             held = "no keys held" if self.key_set is None else "keeping the last good keys"
             logger.warning(
-                "JWKS %s: fetch failed (%s); %s (%d failures so far)",
+                "JWKS %s: fetch failed (%s); %s; next attempt in %.3g s (%d failures so far)",
                 self.name,
                 reason,
                 held,
+                pause,
                 self.failure_count,
             )
 
     # -- single flight ----------------------------------------------------
 
-    def _begin(self, *, unknown_kid: bool) -> tuple[_Flight | None, bool]:
-        """Join the fetch in flight, or start one if the gates allow.
+    def _begin(
+        self, *, unknown_kid: bool, arrived: float = -math.inf
+    ) -> tuple[_Flight | None, bool]:
+        """Join the fetch in flight, or start one if the schedule allows.
 
-        Returns ``(flight, leader)``; ``(None, False)`` when no fetch may start.
+        Returns ``(flight, leader)``; ``(None, False)`` when no fetch may
+        start, or (``unknown_kid``) when the keys held answer for a token
+        that arrived at ``arrived``.
         """
         now = self._clock()
         with self._lock:
             if self._closed:
                 return None, False
+            if unknown_kid and self.schedule.answers_for(arrived):
+                return None, False
             if self._flight is not None:
                 return self._flight, False
-            if now < self._retry_at:
+            decision = self.schedule.may_fetch(now, unknown_kid=unknown_kid)
+            if not decision.fetch:
                 return None, False
-            if unknown_kid:
-                if now - self._kid_at < self.options.cooldown or not self._budget.take(now):
-                    return None, False
-                self._kid_at = now
-            flight = self._flight = _Flight()
+            self.schedule.started(now, decision)
+            flight = self._flight = _Flight(now, rediscover=decision.why != "unknown-kid")
             return flight, True
 
     def _end(self, flight: _Flight) -> None:
@@ -378,7 +372,7 @@ class KeySource:
 
     def _lead_sync(self, flight: _Flight) -> None:
         try:
-            self.fetch_sync()
+            self.fetch_sync(flight.started, rediscover=flight.rediscover)
         except Exception as exc:  # a listener bug must not leave waiters hanging
             logger.exception("JWKS %s: refresh failed unexpectedly", self.name)
             self._failed(f"internal error ({type(exc).__name__})")
@@ -387,29 +381,18 @@ class KeySource:
 
     async def _lead_async(self, flight: _Flight) -> None:
         try:
-            await self.fetch_async()
+            await self.fetch_async(flight.started, rediscover=flight.rediscover)
         except Exception as exc:
             logger.exception("JWKS %s: refresh failed unexpectedly", self.name)
             self._failed(f"internal error ({type(exc).__name__})")
         finally:
             self._end(flight)
 
-    def refresh_blocking(self, *, unknown_kid: bool) -> bool:
-        """Fetch in this thread (or wait for the fetch in flight). True if one ran."""
-        flight, leader = self._begin(unknown_kid=unknown_kid)
-        if flight is None:
-            return False
-        if leader:
+    def _run(self, flight: _Flight, *, block: bool) -> None:
+        """Lead ``flight``: here (``block``), else on this thread's event loop or a thread."""
+        if block:
             self._lead_sync(flight)
-        else:
-            flight.done.wait(self.options.wait_limit())
-        return True
-
-    def refresh_background(self, *, unknown_kid: bool) -> _Flight | None:
-        """Start a fetch without waiting: on this thread's event loop, else a thread."""
-        flight, leader = self._begin(unknown_kid=unknown_kid)
-        if flight is None or not leader:
-            return flight
+            return
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -424,6 +407,23 @@ class KeySource:
             )
             self._threads.add(thread)
             thread.start()
+
+    def refresh_blocking(self, *, unknown_kid: bool = False) -> bool:
+        """Fetch in this thread (or wait for the fetch in flight). True if one ran."""
+        flight, leader = self._begin(unknown_kid=unknown_kid)
+        if flight is None:
+            return False
+        if leader:
+            self._lead_sync(flight)
+        else:
+            flight.done.wait(self.options.wait_limit())
+        return True
+
+    def refresh_background(self, *, unknown_kid: bool = False) -> _Flight | None:
+        """Start a fetch without waiting: on this thread's event loop, else a thread."""
+        flight, leader = self._begin(unknown_kid=unknown_kid)
+        if flight is not None and leader:
+            self._run(flight, block=False)
         return flight
 
     def _run_thread(self, flight: _Flight) -> None:
@@ -432,7 +432,7 @@ class KeySource:
         finally:
             self._threads.discard(threading.current_thread())
 
-    async def refresh_async(self, *, unknown_kid: bool) -> bool:
+    async def refresh_async(self, *, unknown_kid: bool = False) -> bool:
         """Fetch on this loop (or wait for the fetch in flight). True if one ran."""
         flight, leader = self._begin(unknown_kid=unknown_kid)
         if flight is None:
@@ -468,46 +468,84 @@ class KeySource:
         while keys are usable; returns False when keys are missing or past
         the staleness bound and this call could not get new ones.
         """
-        if self.key_set is not None and now < self.stale_until:
-            if now >= self.expires_at:
+        schedule = self.schedule
+        if self.key_set is not None and schedule.serves(now):
+            if schedule.stale(now):
                 self.stale_uses += 1
-            if now >= self.refresh_at and (self._background is None or self._background.done()):
-                self.refresh_background(unknown_kid=False)
+            if now >= schedule.refresh_at and (self._background is None or self._background.done()):
+                self.refresh_background()
             return True
         if _on_event_loop():
-            self.refresh_background(unknown_kid=False)
+            self.refresh_background()
         else:
-            self.refresh_blocking(unknown_kid=False)
-        if self.key_set is not None and self._clock() < self.stale_until:
+            self.refresh_blocking()
+        if self.key_set is not None and schedule.serves(self._clock()):
             return True
-        if self.key_set is not None and not self._withdrawn:
-            # Past the bound: the last good keys stop serving, and so does
-            # every cached result they verified.
-            self._withdrawn = True
-            logger.error(
-                "JWKS %s: keys past their staleness bound; verification answers 503", self.name
-            )
-            for listener in self._listeners:
-                listener(None)
+        self._withdraw_if_past_bound()
         return False
 
-    def unavailable(self) -> KeysUnavailableError:
-        """The 503 error, saying why without any key material."""
-        if self.key_set is None:
+    def _withdraw_if_past_bound(self) -> None:
+        """Past the bound, withdraw the last good keys and every cached result.
+
+        The listeners drop the keys, and the verifier's cache with them.
+        """
+        if self.key_set is None or self._withdrawn or self.schedule.serves(self._clock()):
+            return
+        self._withdrawn = True
+        logger.error(
+            "JWKS %s: keys past their staleness bound; verification answers 503", self.name
+        )
+        for listener in self._listeners:
+            listener(None)
+
+    def unknown_kid(self, arrived: float) -> KidStep:
+        """A token that arrived at ``arrived`` names a kid the keys lack: what now.
+
+        ``final`` when the keys held come from a document fetched after the
+        token arrived (or just before, see ``RECENT``): the kid is unknown.
+        Otherwise one fetch, when the schedule allows it: run (or joined)
+        here and ``fetched``, or, on an event loop that must not block,
+        started there and ``pending``. ``unavailable`` when none may start.
+        """
+        flight, leader = self._begin(unknown_kid=True, arrived=arrived)
+        if flight is None:
+            with self._lock:
+                answers = self._closed or self.schedule.answers_for(arrived)
+            return "final" if answers else "unavailable"
+        if _on_event_loop():
+            # Never block an event loop: fetch on it; verify_async waits for it.
+            if leader:
+                self._run(flight, block=False)
+            return "pending"
+        if leader:
+            self._lead_sync(flight)
+        else:
+            flight.done.wait(self.options.wait_limit())
+        return "fetched"
+
+    def retry_after(self, *, unknown_kid: bool = False) -> float:
+        """Seconds until a fetch may start (a fetch in flight: the first pause)."""
+        now = self._clock()
+        with self._lock:  # may_fetch drops budget entries that left the window
+            if self._flight is not None:
+                return FIRST_RETRY
+            return self.schedule.may_fetch(now, unknown_kid=unknown_kid).wait(now)
+
+    def unavailable(self, *, unknown_kid: bool = False) -> KeysUnavailableError:
+        """The 503 error, saying why (never key material) and when to try again."""
+        if self._empty:
+            detail = "the provider publishes no keys"
+        elif unknown_kid:
+            detail = "the token names a key not seen yet and the keys cannot be refetched now"
+        elif self.key_set is None:
             detail = "no keys loaded yet"
         else:
             detail = "the last good keys are past their staleness bound"
         if self.last_error:
             detail += f"; last fetch: {self.last_error}"
-        return KeysUnavailableError(f"keys from {self.name} are unavailable: {detail}")
-
-    def after_unknown_kid(self) -> bool:
-        """A token named an unknown ``kid``: maybe refetch. True if a fetch ran."""
-        if _on_event_loop():
-            # Never block an event loop: fetch on it; verify_async waits for it.
-            self.refresh_background(unknown_kid=True)
-            return False
-        return self.refresh_blocking(unknown_kid=True)
+        error = KeysUnavailableError(f"keys from {self.name} are unavailable: {detail}")
+        error.retry_after = max(self.retry_after(unknown_kid=unknown_kid), FIRST_RETRY)
+        return error
 
     # -- lifecycle --------------------------------------------------------
 
@@ -515,18 +553,19 @@ class KeySource:
         """Load keys now (a failure is logged, not raised) and keep them fresh."""
         self._closed = False
         if self.key_set is None:
-            await self.refresh_async(unknown_kid=False)
+            await self.refresh_async()
         if self._background is None or self._background.done():
             self._background = asyncio.get_running_loop().create_task(self._keep_fresh())
 
     async def _keep_fresh(self) -> None:
         while not self._closed:
-            delay = max(self.refresh_at - self._clock(), 0.0)
-            if self.key_set is None or self._failing:
-                delay = max(self._retry_at - self._clock(), 0.05)
+            delay = self.schedule.refresh_at - self._clock()
             await asyncio.sleep(min(max(delay, 0.05), self.options.max_ttl))
-            if self._clock() >= self.refresh_at or self.key_set is None:
-                await self.refresh_async(unknown_kid=False)
+            if self._clock() >= self.schedule.refresh_at:
+                await self.refresh_async()
+            # The refresh time never passes the bound while fetches fail, so
+            # this wakes at the bound: cached results stop with the keys.
+            self._withdraw_if_past_bound()
 
     async def aclose(self) -> None:
         """Stop the background refresh and any fetch started on this loop."""
@@ -546,6 +585,15 @@ class KeySource:
         self._closed = True
         self.join()
 
+    def _watch_bound(self, now: float) -> None:
+        """Withdraw the keys at their bound even if only cache hits come.
+
+        A cache hit never calls in here: on an event loop the background
+        task wakes at the bound; otherwise the bound watcher does.
+        """
+        if self._background is None or self._background.done():
+            _BOUNDS.call_at(self.schedule.stale_until - now, self)
+
     def join(self) -> None:
         """Wait (bounded) for the fetch threads running now."""
         for thread in list(self._threads):
@@ -556,7 +604,7 @@ class KeySource:
         now = self._clock()
         key_set = self.key_set
         return KeySourceHealth(
-            ready=key_set is not None and now < self.stale_until,
+            ready=key_set is not None and self.schedule.serves(now),
             last_success=self.last_success,
             last_failure=self.last_failure,
             last_error=self.last_error,
@@ -564,10 +612,57 @@ class KeySource:
             fetch_count=self.fetch_count,
             failure_count=self.failure_count,
             stale_uses=self.stale_uses,
-            expires_at=None if key_set is None else self.expires_at,
+            expires_at=None if key_set is None else self.schedule.expires_at,
             url=self.name,
             skipped_keys=() if key_set is None else tuple(key_set.skipped),
         )
+
+
+class _BoundWatch:
+    """One daemon thread for every key source: withdraws keys at their bounds.
+
+    Sources are held weakly; a deadline that a later fetch moved just finds
+    the keys still serving and does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._heap: list[tuple[float, int, weakref.ref[KeySource]]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def call_at(self, delay: float, source: KeySource) -> None:
+        """Look at ``source`` in ``delay`` seconds (of its clock, read as real time)."""
+        when = time.monotonic() + max(delay, 0.0)
+        with self._ready:
+            heapq.heappush(self._heap, (when, next(self._order), weakref.ref(source)))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="grelmicro-jwks-bounds", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._heap:
+                    self._ready.wait()
+                when, _, ref = self._heap[0]
+                delay = when - time.monotonic()
+                if delay > 0:
+                    self._ready.wait(delay)
+                    continue
+                heapq.heappop(self._heap)
+            source = ref()
+            if source is not None:
+                try:
+                    source._withdraw_if_past_bound()
+                except Exception:  # a listener bug must not stop the watcher
+                    logger.exception("JWKS %s: withdrawing keys failed", source.name)
+
+
+_BOUNDS = _BoundWatch()
 
 
 def _on_event_loop() -> bool:

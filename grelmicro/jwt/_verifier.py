@@ -32,15 +32,13 @@ from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
-from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
+from grelmicro.jwt._issuers import Issuer, KeyRouter, arrived_at, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt.errors import (
-    AlgorithmNotAllowedError,
     ConfigurationError,
     KeysUnavailableError,
     TokenRejectedError,
-    UnknownKeyError,
 )
 from grelmicro.jwt.otel import Reporter, Telemetry
 
@@ -533,17 +531,30 @@ class JWTVerifier:
     async def verify_async(self, token: Token, /, *, now: float | None = None) -> Claims:
         """Asynchronous :meth:`verify`; may await the key fetch the token needs.
 
-        With network keys, a token naming an unknown ``kid`` (at most one
-        fetch per cooldown) or arriving before any key is loaded waits for
-        that fetch on the event loop instead of failing at once.
+        With network keys, a token arriving before any key is loaded, or
+        naming a key the keys held may predate, waits for the fetch its
+        verification started (or joined) on the event loop instead of
+        failing at once. The outcome is reported once, after that retry.
         """
+        router = self._router
         try:
             return self.verify(token, now=now)
-        except (UnknownKeyError, AlgorithmNotAllowedError, KeysUnavailableError):
-            router = self._router
-            if router is None or not await router.settle(token):
+        except KeysUnavailableError:
+            if router is None:
                 raise
-        return self.verify(token, now=now)
+            # Keys from the fetch this token waits for answer for it: it
+            # arrived before that fetch started (see grelmicro.jwt._schedule).
+            arrived = self._clock()
+            if not await router.settle(token):
+                raise
+        with arrived_at(arrived):
+            for _ in range(2):
+                try:
+                    return self.verify(token, now=now)
+                except KeysUnavailableError:  # noqa: PERF203 - at most twice, after a fetch
+                    if not await router.settle(token):
+                        raise
+            return self.verify(token, now=now)
 
     async def start(self) -> None:
         """Load network keys and refresh them in the background (no-op for static keys).

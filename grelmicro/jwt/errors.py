@@ -397,10 +397,17 @@ class InsufficientRoleError(AccessDeniedError):
 
 
 class KeysUnavailableError(JWTError):
-    """No usable verification keys right now. HTTP answer: 503, not 401."""
+    """No usable verification keys right now. HTTP answer: 503, not 401.
+
+    ``retry_after`` is the number of seconds until the key source may fetch
+    again (the ``Retry-After`` of the 503), when known.
+    """
 
     reason = "keys-unavailable"
     detail = "The keys to verify tokens are unavailable; try again later."
+
+    retry_after: float | None = None
+    """Seconds until keys may be fetched again, or ``None`` if unknown."""
 
 
 class ConfigurationError(JWTError, ValueError):

@@ -123,6 +123,8 @@ def test_conflicting_or_bad_settings_are_refused(settings: dict[str, Any]) -> No
     [
         {"min_ttl": 10, "max_ttl": 5},
         {"cooldown": -1},
+        {"unknown_kid_interval": -1},
+        {"unknown_kid_interval": float("inf")},
         {"connect_timeout": 0},
         {"read_timeout": float("nan")},
         {"max_response_size": 10},
@@ -229,25 +231,40 @@ def test_expired_keys_refresh_in_the_background_while_requests_go_on(
 # -- unknown kid: cooldown and rotation --------------------------------------
 
 
-def test_invented_kids_cost_at_most_one_fetch_per_cooldown(
+def test_invented_kids_cost_at_most_the_budget_per_interval(
     server: DocumentServer, k1: Signer
 ) -> None:
     server.set(JWKS, jwks_of(k1))
     clock = FakeClock()
-    verifier = network_verifier(server, clock)
+    options = dataclasses.replace(FAST, unknown_kid_budget=2, unknown_kid_interval=30)
+    verifier = network_verifier(server, clock, options)
     verifier.verify(mint(k1))
+    # Keys fetched as the token arrived answer for it: 401, no fetch.
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(mint(k1.with_kid("invented")))
+    assert server.count(JWKS) == 1
+    clock.now += 3  # the keys now predate arriving tokens: one look first
     for i in range(200):
         forged = k1.with_kid(f"invented-{i}")
         with pytest.raises(UnknownKeyError):
             verifier.verify(mint(forged, jti=str(i)))
-    assert server.count(JWKS) == 2  # the load, then one refresh for the whole flood
+    assert server.count(JWKS) == 2  # one refetch for the whole flood
+    clock.now += 3
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(mint(k1.with_kid("second")))
+    assert server.count(JWKS) == 3  # the budget's second fetch
+    clock.now += 3
+    with pytest.raises(KeysUnavailableError) as caught:  # budget spent: 503, never 401
+        verifier.verify(mint(k1.with_kid("third")))
+    assert caught.value.retry_after == 30 - 6  # the first of the two leaves the window
+    assert server.count(JWKS) == 3
     started = time.perf_counter()
     assert verifier.verify(mint(k1, jti="ok"))["sub"] == "user-1"
     assert time.perf_counter() - started < 0.5  # no wait for a fetch (each is 0.5 s+ here)
-    clock.now += 31  # the next cooldown allows one more
+    clock.now += 24  # the window has room again
     with pytest.raises(UnknownKeyError):
         verifier.verify(mint(k1.with_kid("again")))
-    assert server.count(JWKS) == 3
+    assert server.count(JWKS) == 4
     verifier.close()
 
 
@@ -255,12 +272,14 @@ def test_rotation_that_adds_a_key_keeps_the_cache(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, jwks_of(k1))
-    verifier = network_verifier(server, FakeClock())
+    clock = FakeClock()
+    verifier = network_verifier(server, clock)
     old = mint(k1)
     assert verifier.verify(old)["sub"] == "user-1"
     cache_before = verifier._cache
     # The provider adds k2: a token naming it triggers one refresh; cache kept.
     server.set(JWKS, jwks_of(k1, k2))
+    clock.now += 3  # the keys held predate the token
     assert verifier.verify(mint(k2))["sub"] == "user-1"
     assert verifier._cache is cache_before
     assert verifier.cache_info().size == 2
@@ -341,7 +360,6 @@ FAULTS: dict[str, dict[str, Any]] = {
     "html": {"body": "<html><body>Sign in</body></html>", "headers": {"Content-Type": "text/html"}},
     "invalid-json": {"body": '{"keys": [', "headers": {"Content-Type": "application/json"}},
     "not-an-object": {"body": "[1, 2]"},
-    "empty-key-list": {"body": '{"keys": []}'},
     "only-unusable-keys": {
         "body": '{"keys": [{"kty": "oct", "k": "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}]}'
     },
@@ -515,9 +533,11 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, jwks_of(k1))
-    verifier = network_verifier(server, FakeClock(), cache_size=0)
+    clock = FakeClock()
+    verifier = network_verifier(server, clock, cache_size=0)
     verifier.verify(mint(k1))
     server.set(JWKS, jwks_of(k1, k2), delay=0.3)
+    clock.now += 3  # the keys held predate the tokens
     results: list[object] = []
 
     assert (
@@ -548,9 +568,11 @@ async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     server.set(JWKS, jwks_of(k1))
-    async with network_verifier(server, FakeClock(), cache_size=0) as verifier:
+    clock = FakeClock()
+    async with network_verifier(server, clock, cache_size=0) as verifier:
         assert server.count(JWKS) == 1  # start() loaded the keys
         server.set(JWKS, jwks_of(k1, k2), delay=0.3)
+        clock.now += 3  # the keys held predate the tokens
         tokens = [mint(k2, jti=str(i)) for i in range(50)]
         results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
         assert [c["sub"] for c in results] == ["user-1"] * 50

@@ -40,7 +40,6 @@ from grelmicro.jwt.errors import (
     InvalidClaimError,
     KeysUnavailableError,
     TokenRejectedError,
-    UnknownKeyError,
 )
 from grelmicro.jwt.fastapi import _app
 from grelmicro.jwt.fastapi._bindings import Binding
@@ -186,20 +185,22 @@ class JWTBearer(SecurityBase):
     ) -> Claims:
         """A refused verification: answer it, or wait for the key refetch and verify again.
 
-        The one place the dependency decides to refetch: a token of an
-        unknown key, or no keys yet, goes to ``verify_async``, which waits
-        for the fetch the sync call started (one per cooldown); any other
-        refusal is answered at once.
+        The one place the dependency decides to wait: the key router answers
+        every final refusal itself (after any refetch it was allowed), so
+        only ``KeysUnavailableError`` (no keys yet, or a refetch under way or
+        suppressed) goes to ``verify_async``, which waits for the fetch the
+        sync call started. A 503 says in ``Retry-After`` when the key source
+        may fetch again.
         """
         scheme = presentation.scheme
-        if not isinstance(exc, (UnknownKeyError, KeysUnavailableError)):
+        if not isinstance(exc, KeysUnavailableError):
             raise self.challenges.invalid_token(exc.reason, scheme) from None
         try:
             return await self.verifier.verify_async(presentation.token)
         except TokenRejectedError as again:
             raise self.challenges.invalid_token(again.reason, scheme) from None
-        except KeysUnavailableError:
-            raise self.challenges.unavailable() from None
+        except KeysUnavailableError as again:
+            raise self.challenges.unavailable(retry_after=again.retry_after) from None
 
     def _check_binding(
         self, connection: HTTPConnection, presentation: Presentation, claims: Claims

@@ -10,6 +10,7 @@ carries the verifier's message, which may name configured values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -237,13 +238,22 @@ class Challenges:
         )
 
     def unavailable(
-        self, reason: str = KeysUnavailableError.reason, detail: str | None = None
+        self,
+        reason: str = KeysUnavailableError.reason,
+        detail: str | None = None,
+        *,
+        retry_after: float | None = None,
     ) -> BearerError:
-        """503 with ``Retry-After``: by default, no keys to verify with."""
+        """503 with ``Retry-After``: by default, no keys to verify with.
+
+        ``retry_after``: when the key source may fetch again (whole seconds,
+        at least 1); the configured default when not known.
+        """
+        seconds = self.retry_after if retry_after is None else max(1, math.ceil(retry_after))
         return BearerError(
             503,
             error=None,
             reason=reason,
             detail=KeysUnavailableError.detail if detail is None else detail,
-            headers={"Retry-After": str(self.retry_after)},
+            headers={"Retry-After": str(seconds)},
         )
