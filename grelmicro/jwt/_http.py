@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import email.utils
 import ipaddress
 import math
@@ -339,7 +340,12 @@ def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[byt
         finally:
             done.set()
 
-    threading.Thread(target=run, name="grelmicro-jwks-get", daemon=True).start()
+    # The caller's context goes along (a tracing span, say, so the HTTP
+    # client's span nests under the fetch that asked for it).
+    context = contextvars.copy_context()
+    threading.Thread(
+        target=context.run, args=(run,), name="grelmicro-jwks-get", daemon=True
+    ).start()
     if not done.wait(options.total_timeout):
         for stream in streams:
             _shut(stream)
