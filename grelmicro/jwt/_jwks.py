@@ -502,7 +502,7 @@ class KeySource:
         """A token that arrived at ``arrived`` names a kid the keys lack: what now.
 
         ``final`` when the keys held come from a document fetched after the
-        token arrived (or just before, see ``RECENT``): the kid is unknown.
+        token arrived: the kid is unknown.
         Otherwise one fetch, when the schedule allows it: run (or joined)
         here and ``fetched``, or, on an event loop that must not block,
         started there and ``pending``. ``unavailable`` when none may start.

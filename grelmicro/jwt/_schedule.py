@@ -22,8 +22,9 @@ Two pauses, each with one meaning:
   seconds, for each source (so one issuer's junk never spends another's).
 
 A token naming an unknown ``kid`` gets its final answer only from a document
-fetched after it arrived (or at most :data:`RECENT` seconds before): older
-documents may predate the key.
+whose fetch started when or after it arrived: an older document may predate
+the key (design contract: a valid token is never answered 401 because of key
+timing).
 """
 
 from __future__ import annotations
@@ -35,11 +36,8 @@ from typing import Literal
 
 from grelmicro.jwt._http import FetchOptions
 
-__all__ = ["FIRST_RETRY", "RECENT", "Decision", "Schedule"]
+__all__ = ["FIRST_RETRY", "Decision", "Schedule"]
 
-#: A document fetched at most this many seconds before a token arrived
-#: answers for that token: a ``kid`` it lacks is unknown, no refetch.
-RECENT = 2.0
 #: The first pause after a failed fetch; each further failure doubles it, up
 #: to the ``cooldown``.
 FIRST_RETRY = 1.0
@@ -127,10 +125,11 @@ class Schedule:
     def answers_for(self, arrived: float) -> bool:
         """Whether the document held answers for a token that arrived at ``arrived``.
 
-        It does when fetched after the token arrived, or at most
-        :data:`RECENT` seconds before: a kid it lacks is really unknown.
+        It does when its fetch started when or after the token arrived: a
+        kid it lacks is really unknown. Any earlier document may predate the
+        token's key, however recent.
         """
-        return self.has_keys and self.fetched_at >= arrived - RECENT
+        return self.has_keys and self.fetched_at >= arrived
 
     def may_fetch(self, now: float, *, unknown_kid: bool = False) -> Decision:
         """Whether a fetch may start now (and why, or when one may).

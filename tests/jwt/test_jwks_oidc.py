@@ -131,8 +131,8 @@ def test_a_rotated_key_is_fetched_on_first_sight(provider: Provider) -> None:
     verifier.verify(provider.token("rs-1"))
     provider.ask(cmd="generate", alg="ES256", kid="es-2")
     provider.ask(cmd="generate", alg="RS256", kid="rs-2")
-    # Keys fetched just before a token arrived answer for it (RECENT, 2 s):
-    # move the clock so the keys held predate the rotated tokens.
+    # Only keys fetched after a token arrived answer for it: the clock moves
+    # on so the keys held plainly predate the rotated tokens.
     offset[0] += 3
     assert verifier.verify(provider.token("es-2"))["sub"] == "user-1"
     assert verifier.verify(provider.token("rs-2"))["sub"] == "user-1"
