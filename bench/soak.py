@@ -29,7 +29,7 @@ import os
 import platform
 import random
 import signal
-import statistics
+import socket
 import subprocess
 import sys
 import time
@@ -128,7 +128,9 @@ def schedule(duration: float) -> Schedule:
 
     def early(sign: float, publish: float) -> None:
         kid = next(kids)
-        plan.events.append(Event(at(sign), f"sign {kid} (unpublished)", lambda p: _sign_new(p, kid)))
+        plan.events.append(
+            Event(at(sign), f"sign {kid} (unpublished)", lambda p: _sign_new(p, kid))
+        )
         plan.events.append(Event(at(publish), f"publish {kid}", lambda p: _publish(p, kid)))
 
     announced(0.08, 0.13)  # 24 s / 39 s: published 15 s before use
@@ -161,7 +163,7 @@ def _publish(provider: Provider, kid: str) -> None:
 
 
 def _known(provider: Provider) -> set[str]:
-    return set(provider._keys)  # noqa: SLF001 - the driver owns the provider
+    return set(provider._keys)
 
 
 def _rotate_now(provider: Provider, kid: str) -> None:
@@ -200,7 +202,7 @@ class Service:
             "--workers", "2", "--no-access-log", "--log-level", "warning",
         ]
         # fmt: on
-        self.process = subprocess.Popen(  # noqa: S603
+        self.process = subprocess.Popen(
             command, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
@@ -224,9 +226,9 @@ class Service:
             if self.process.poll() is not None:
                 raise RuntimeError(f"uvicorn exited with {self.process.returncode}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    if len(self.workers()) >= 2:
-                        return
+                up = httpx.get(f"{self.url}/health", timeout=1).status_code == 200
+                if up and len(self.workers()) >= 2:
+                    return
             time.sleep(0.2)
         raise RuntimeError(f"the service was not up after {timeout} s")
 
@@ -234,10 +236,8 @@ class Service:
         """SIGTERM to the master (it stops the workers), SIGKILL to our group if it lingers."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)  # our own session: workers left behind
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -280,7 +280,7 @@ class Load:
     results: list[Result] = field(default_factory=list)
 
     async def client(self, index: int) -> None:
-        rng = random.Random(self.seed * 1000 + index)  # noqa: S311 - not security
+        rng = random.Random(self.seed * 1000 + index)
         kinds, weights = list(KINDS), list(KINDS.values())
         interval = self.concurrency / self.rate if self.rate > 0 else 0.0
         next_send = time.monotonic() + rng.random() * interval
@@ -416,7 +416,9 @@ def analyse(
     accepted = [r for r in results if r.kind in INVALID and r.status == 200]
     fetches: dict[str, Counter[str]] = defaultdict(Counter)
     for hit in hits:
-        fetches[hit.worker][f"{hit.mode} {hit.status}"] += 1
+        fetches[hit.worker][
+            f"{hit.mode}{f' {hit.delay:g}s' if hit.delay else ''} {hit.status}"
+        ] += 1
     answered = [r.latency for r in results if r.status]
     valid_ok = [r.latency for r in results if r.kind == "valid" and r.status == 200]
     return {
@@ -448,7 +450,9 @@ def analyse(
                 "to": last,
                 "count": count,
                 "valid": sum(
-                    1 for r in results if r.status == 503 and r.kind == "valid" and first <= r.t <= last
+                    1
+                    for r in results
+                    if r.status == 503 and r.kind == "valid" and first <= r.t <= last
                 ),
                 "retry_after": sorted(
                     {r.retry_after for r in results if r.status == 503 and first <= r.t <= last}
@@ -511,7 +515,10 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
             ", ".join(f"{w}: {n:,}" for w, n in sorted(summary["per_worker_requests"].items())),
         ),
         ("latency p50 / p99 (all answers)", f"{lat['p50']:.1f} / {lat['p99']:.1f} ms"),
-        ("latency p50 / p99 (valid, 200)", f"{lat['valid_200_p50']:.1f} / {lat['valid_200_p99']:.1f} ms"),
+        (
+            "latency p50 / p99 (valid, 200)",
+            f"{lat['valid_200_p50']:.1f} / {lat['valid_200_p99']:.1f} ms",
+        ),
         ("latency max", f"{lat['max']:.0f} ms"),
         (
             "worker RSS start → end",
@@ -578,7 +585,9 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         f"Service settings: `FetchOptions({_kwargs(c['fetch'])})` (other fields default), "
         f"provider `Cache-Control: max-age={c['max_age']}`. Token kinds and shares: "
         + ", ".join(f"{k} {v}%" for k, v in KINDS.items())
-        + ". Command: `" + c["command"] + "`.",
+        + ". Command: `"
+        + c["command"]
+        + "`.",
     ]
     return "\n".join(out) + "\n"
 
@@ -595,7 +604,9 @@ def _kwargs(values: dict[str, float]) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in values.items())
 
 
-def draw(results: list[Result], hits: list[Hit], plan: Schedule, duration: float, path: Path) -> bool:
+def draw(
+    results: list[Result], hits: list[Hit], plan: Schedule, duration: float, path: Path
+) -> bool:
     """The timeline as a PNG; False (and a note) when matplotlib is missing."""
     try:
         import matplotlib  # noqa: PLC0415
@@ -605,70 +616,102 @@ def draw(results: list[Result], hits: list[Hit], plan: Schedule, duration: float
     except ImportError:
         print("matplotlib not installed (bench/requirements/soak.txt): no picture", file=sys.stderr)
         return False
-    seconds = int(duration) + 1
-    xs = list(range(seconds))
-    statuses = [(200, "200", "#4c9f70"), (401, "401", "#d9a33f"), (503, "503", "#c0392b"), (0, "no answer", "#555555")]
-    per: dict[int, list[int]] = {code: [0] * seconds for code, _, _ in statuses}
-    other = [0] * seconds
+    seconds = max(int(duration), 1)  # whole seconds; the last step is drawn to ``duration``
+    xs = list(range(seconds + 1))
+    series = {
+        "200": "#4c9f70",
+        "401, not a valid token": "#95a5a6",
+        "401, valid token": "#d35400",
+        "503": "#c0392b",
+        "no answer": "#2c3e50",
+        "other": "#8e44ad",
+    }
+    per: dict[str, list[int]] = {name: [0] * seconds for name in series}
     valid: dict[int, list[int]] = {code: [0] * seconds for code in (401, 503)}
     for r in results:
-        second = min(int(r.t), seconds - 1)
-        if r.status in per:
-            per[r.status][second] += 1
+        second = min(max(int(r.t), 0), seconds - 1)
+        if r.status == 401:
+            name = "401, valid token" if r.kind == "valid" else "401, not a valid token"
+        elif r.status in (200, 503):
+            name = str(r.status)
         else:
-            other[second] += 1
+            name = "no answer" if r.status == 0 else "other"
+        per[name][second] += 1
         if r.kind == "valid" and r.status in valid:
             valid[r.status][second] += 1
-    fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(12, 6.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    fig, (top, middle, strip) = plt.subplots(
+        3, 1, figsize=(12, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2, 0.8]}
     )
+    for counts in (*per.values(), *valid.values()):
+        counts.append(counts[-1])  # the last second's step runs to the end of the axis
     top.stackplot(
         xs,
-        *[per[code] for code, _, _ in statuses],
-        other,
-        labels=[label for _, label, _ in statuses] + ["other"],
-        colors=[color for _, _, color in statuses] + ["#8e44ad"],
+        *per.values(),
+        labels=list(series),
+        colors=list(series.values()),
         step="post",
     )
-    top.set_ylabel("answers per second")
-    top.set_title("Soak: answers by status (all token kinds), provider faults shaded")
-    top.legend(loc="upper right", ncols=5, fontsize=8)
-    bottom.step(xs, valid[401], where="post", color="#d9a33f", label="valid token → 401")
-    bottom.step(xs, valid[503], where="post", color="#c0392b", label="valid token → 503")
-    bottom.set_ylabel("valid tokens refused / s")
-    bottom.set_xlabel("seconds since start")
+    top.set_ylabel("answers / s")
+    top.legend(loc="lower left", ncols=6, fontsize=8, framealpha=0.9)
+    middle.step(xs, valid[401], where="post", color="#d35400", label="valid token → 401")
+    middle.step(xs, valid[503], where="post", color="#c0392b", label="valid token → 503")
+    middle.set_ylabel("valid tokens\nrefused / s")
+    middle.legend(loc="upper right", fontsize=8, framealpha=0.9)
     workers = sorted({h.worker for h in hits})
-    marks = ["v", "^", "o", "s"]
-    ceiling = max([*valid[401], *valid[503], 1])
-    for index, worker in enumerate(workers):
-        times = [h.t for h in hits if h.worker == worker]
-        bottom.scatter(
-            times,
-            [ceiling * (1.05 + 0.08 * index)] * len(times),
-            marker=marks[index % len(marks)],
-            s=14,
-            color="#2c3e50",
-            label=f"JWKS request, worker {worker}",
-        )
-    bottom.legend(loc="upper right", fontsize=8)
+    for row, worker in enumerate(workers):
+        for ok in (True, False):
+            times = [h.t for h in hits if h.worker == worker and _fetch_ok(h) is ok]
+            strip.scatter(
+                times,
+                [row] * len(times),
+                marker="o" if ok else "x",
+                s=18,
+                color="#2c3e50" if ok else "#c0392b",
+            )
+    strip.set_yticks(range(len(workers)), [f"worker {w}" for w in workers], fontsize=7)
+    strip.set_ylim(-0.7, len(workers) - 0.3)
+    strip.set_ylabel("JWKS\nrequests", fontsize=8)
+    strip.set_xlabel("seconds since start (o: keys served, x: fault answered)")
     shades = {"slow": "#f1c40f", "5xx": "#e67e22", "garbage": "#9b59b6", "down": "#e74c3c"}
-    for axis in (top, bottom):
+    for axis in (top, middle, strip):
         for window in plan.windows:
-            axis.axvspan(window.start, window.end, color=shades.get(window.mode, "#999"), alpha=0.15)
+            axis.axvspan(
+                window.start, window.end, color=shades.get(window.mode, "#999"), alpha=0.18
+            )
         for event in plan.events:
             axis.axvline(event.t, color="#34495e", linestyle=":", linewidth=0.8)
-    for window in plan.windows:
-        top.annotate(window.label, ((window.start + window.end) / 2, 1.0), xycoords=("data", "axes fraction"),
-                     ha="center", va="bottom", fontsize=7)
+    for index, window in enumerate(plan.windows):
+        middle.annotate(
+            window.label,
+            ((window.start + window.end) / 2, 0.97 - 0.1 * (index % 2)),
+            xycoords=("data", "axes fraction"),
+            ha="center",
+            va="top",
+            fontsize=7,
+        )
     for event in plan.events:
-        bottom.annotate(event.label, (event.t, 0.0), xycoords=("data", "axes fraction"),
-                        rotation=90, ha="right", va="bottom", fontsize=6, color="#34495e")
-    bottom.set_xlim(0, duration)
+        top.annotate(
+            event.label,
+            (event.t, 1.01),
+            xycoords=("data", "axes fraction"),
+            rotation=60,
+            ha="left",
+            va="bottom",
+            fontsize=7,
+            color="#34495e",
+        )
+    strip.set_xlim(min([0.0, *[h.t for h in hits]]) - 0.5, duration)
+    fig.suptitle("Soak timeline: answers by status, valid tokens refused, JWKS requests", y=0.995)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+def _fetch_ok(hit: Hit) -> bool:
+    """Whether the provider served keys the verifier could take (slow within the read timeout)."""
+    return hit.status == 200 and (hit.mode == "up" or (hit.mode == "slow" and hit.delay < 5))
 
 
 def write_page(page: Path, results_md: str) -> None:
@@ -684,8 +727,6 @@ def write_page(page: Path, results_md: str) -> None:
 
 
 def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -693,8 +734,8 @@ def _free_port() -> int:
 
 def _commit() -> str:
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        return subprocess.run(  # noqa: S603
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],  # noqa: S607
+        return subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True,
             text=True,
             check=True,
@@ -710,7 +751,8 @@ def _machine() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return f"{os.cpu_count()} CPUs ({cpu}), load average at start {load}, Python {platform.python_version()}"
+    python = platform.python_version()
+    return f"{os.cpu_count()} CPUs ({cpu}), load average at start {load}, Python {python}"
 
 
 @contextlib.contextmanager
@@ -744,8 +786,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="60 s; results in bench/.work/soak/")
     parser.add_argument("--concurrency", type=int, default=6, help="concurrent clients (6)")
     parser.add_argument("--rate", type=float, default=150, help="requests/s cap, 0: none (150)")
-    parser.add_argument("--max-age", type=int, default=60, help="provider Cache-Control max-age (60)")
-    parser.add_argument("--min-ttl", type=float, default=30, help="service FetchOptions.min_ttl (30)")
+    parser.add_argument(
+        "--max-age", type=int, default=60, help="provider Cache-Control max-age (60)"
+    )
+    parser.add_argument(
+        "--min-ttl", type=float, default=30, help="service FetchOptions.min_ttl (30)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
@@ -760,7 +806,7 @@ def main() -> int:
 
     fetch = {"min_ttl": args.min_ttl}
     plan = schedule(duration)
-    provider = Provider(max_age=args.max_age, clock=time.monotonic())
+    provider = Provider(max_age=args.max_age)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     conditions = {
         "date": started,
@@ -782,7 +828,6 @@ def main() -> int:
             workers = service.workers()
             rss["start"] = {pid: rss_kib(pid) for pid in workers}
             t0 = time.monotonic()
-            provider.t0 = t0
             end = t0 + duration
             load = Load(provider, service.url, t0, end, args.rate, args.concurrency, args.seed)
             print(
@@ -808,7 +853,7 @@ def main() -> int:
             print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
         return 2
 
-    hits = provider.hits()
+    hits = provider.hits(t0)
     summary = analyse(load.results, hits, plan, rss, health, conditions)
     drawn = False if args.no_plot else draw(load.results, hits, plan, duration, picture)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

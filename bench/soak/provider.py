@@ -20,6 +20,7 @@ worker. Refused connections never reach the server and are not logged.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import secrets
 import socket
@@ -48,11 +49,12 @@ STATUSES_5XX = (500, 502, 503, 504)
 class Hit:
     """One request answered by the JWKS server."""
 
-    t: float  # seconds since the run's start
+    t: float  # time.monotonic() when it arrived
     worker: str  # the service worker's pid (from ?worker=), "-" if absent
     mode: str
     status: int
     kids: tuple[str, ...]  # the kids in the answered document (empty unless a JWKS)
+    delay: float  # seconds the answer was held (slow mode)
 
 
 @dataclass
@@ -66,9 +68,8 @@ class _State:
 class Provider:
     """Keys, tokens and the JWKS server, under the driver's control (thread-safe)."""
 
-    def __init__(self, *, max_age: int, clock: float) -> None:
+    def __init__(self, *, max_age: int) -> None:
         self.max_age = max_age
-        self.t0 = clock  # time.monotonic() of the run's start (reset by the driver)
         self._lock = threading.Lock()
         self._keys: dict[str, TestIssuer] = {}
         self._published: list[str] = []
@@ -158,9 +159,11 @@ class Provider:
         elif mode != "down" and (previous == "down" or self._httpd is None):
             self._start_server()
 
-    def hits(self) -> list[Hit]:
+    def hits(self, t0: float) -> list[Hit]:
+        """The requests answered so far, times in seconds since ``t0`` (a monotonic time)."""
         with self._lock:
-            return list(self._state.hits)
+            hits = list(self._state.hits)
+        return [dataclasses.replace(hit, t=round(hit.t - t0, 3)) for hit in hits]
 
     def start(self) -> None:
         self._start_server()
@@ -184,9 +187,9 @@ class Provider:
         kids = tuple(str(key["kid"]) for key in document["keys"])
         return 200, json.dumps(document).encode(), mode, kids, delay if mode == "slow" else 0.0
 
-    def _log(self, path: str, mode: str, status: int, kids: tuple[str, ...]) -> None:
+    def _log(self, path: str, mode: str, status: int, kids: tuple[str, ...], delay: float) -> None:
         worker = parse_qs(urlsplit(path).query).get("worker", ["-"])[0]
-        hit = Hit(round(time.monotonic() - self.t0, 3), worker, mode, status, kids)
+        hit = Hit(time.monotonic(), worker, mode, status, kids, delay)
         with self._lock:
             self._state.hits.append(hit)
 
@@ -202,7 +205,7 @@ class Provider:
 
             def do_GET(self) -> None:
                 status, body, mode, kids, delay = provider._answer(self.path)
-                provider._log(self.path, mode, status, kids)
+                provider._log(self.path, mode, status, kids, delay)
                 if delay:
                     time.sleep(delay)
                 try:

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from grelmicro.jwt import FetchOptions, JWTVerifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from fastapi_service import build_app  # noqa: E402
+from fastapi_service import build_app
 
 
 class WorkerHeader:
