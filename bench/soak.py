@@ -755,6 +755,12 @@ def _machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), load average at start {load}, Python {python}"
 
 
+def _quiet_cancel(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An interrupted run's cancelled tasks are expected: no traceback for them."""
+    if not isinstance(context.get("exception"), asyncio.CancelledError):
+        loop.default_exception_handler(context)
+
+
 @contextlib.contextmanager
 def running(provider: Provider, fetch: dict[str, float], log: Path) -> Iterator[Service]:
     provider.start()
@@ -837,6 +843,7 @@ def main() -> int:
             )
 
             async def both() -> None:
+                asyncio.get_running_loop().set_exception_handler(_quiet_cancel)
                 await asyncio.wait_for(
                     asyncio.gather(load.run(), drive(plan, provider, t0, end)),
                     timeout=duration + 45,  # a request may wait out a 30 s client timeout
@@ -846,6 +853,9 @@ def main() -> int:
             provider.set_mode("up")
             rss["end"] = {pid: rss_kib(pid) for pid in workers}
             health = collect_health(service.url)
+    except KeyboardInterrupt:
+        print("soak: interrupted; service and provider stopped", file=sys.stderr)
+        return 130
     except (RuntimeError, TimeoutError, OSError) as exc:
         print(f"soak: harness failure: {exc}", file=sys.stderr)
         log = WORK / "service.log"
