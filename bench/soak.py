@@ -73,8 +73,8 @@ DEFINITIONS = """\
   Must never be answered 401.
 - **early**: signed like a valid token by a key the provider publishes only
   a few seconds later (the schedule's "signs before publishing" rotation).
-  Reported apart: the rule of issue 22 lets such a token get 401
-  `unknown-key` once a document fetched after it arrived lacks its `kid`.
+  Reported apart: the verifier may answer 401 `unknown-key` once a
+  document fetched after the token arrived lacks its `kid`.
 - **invalid**: expired; signed by another key under the current `kid`
   (wrong-key); one signature bit flipped (bad-signature); another key under
   a `kid` never published (unknown-kid, fresh each time); the provider's own
@@ -388,7 +388,7 @@ def near(t: float, plan: Schedule) -> str:
     """Where ``t`` falls relative to the fault windows and events."""
     for window in plan.windows:
         if window.start <= t <= window.end:
-            return f"during {window.label} ({window.start:.0f}-{window.end:.0f} s)"
+            return f"during {window.label} ({window.start:g}-{window.end:g} s)"
     after = [w for w in plan.windows if w.end < t]
     events = [e for e in plan.events if e.t <= t]
     notes = []
@@ -401,6 +401,35 @@ def near(t: float, plan: Schedule) -> str:
     return "; ".join(notes) or "before any fault"
 
 
+def rotation_rows(
+    results: list[Result], since: dict[str, tuple[float | None, float | None]]
+) -> list[dict[str, Any]]:
+    """Per signing key: when it was first used and published, when each worker first took it."""
+    rows = []
+    for kid, (signing, published) in since.items():
+        if signing is None:
+            continue
+        own = [r for r in results if r.kid == kid and r.kind in ("valid", "early")]
+        first_ok: dict[str, float] = {}
+        for r in own:
+            if r.status == 200 and r.worker not in first_ok:
+                first_ok[r.worker] = r.t
+        refused = [r for r in own if r.kind == "valid" and r.status == 401]
+        rows.append(
+            {
+                "kid": kid,
+                "signing": signing,
+                "published": published,
+                "first_200": dict(sorted(first_ok.items())),
+                "valid_401": len(refused),
+                "valid_401_last": max((r.t for r in refused), default=None),
+                "valid_503": sum(1 for r in own if r.kind == "valid" and r.status == 503),
+                "early": dict(sorted(Counter(r.status for r in own if r.kind == "early").items())),
+            }
+        )
+    return rows
+
+
 def analyse(
     results: list[Result],
     hits: list[Hit],
@@ -408,6 +437,7 @@ def analyse(
     rss: dict[str, dict[int, int | None]],
     health: list[dict[str, Any]],
     conditions: dict[str, Any],
+    since: dict[str, tuple[float | None, float | None]],
 ) -> dict[str, Any]:
     by_kind: dict[str, Counter[int]] = defaultdict(Counter)
     for r in results:
@@ -426,6 +456,7 @@ def analyse(
         "requests": len(results),
         "by_kind": {kind: dict(sorted(c.items())) for kind, c in sorted(by_kind.items())},
         "valid_401": len(valid_401),
+        "rotations": rotation_rows(results, since),
         "valid_401_episodes": [
             {
                 "from": first,
@@ -437,7 +468,8 @@ def analyse(
                 "kids": sorted({r.kid for r in valid_401 if first <= r.t <= last}),
                 "where": near(first, plan),
             }
-            for first, last, count in episodes([r.t for r in valid_401])
+            for kid in sorted({r.kid for r in valid_401}, key=lambda k: (len(k), k))
+            for first, last, count in episodes([r.t for r in valid_401 if r.kid == kid])
         ],
         "invalid_accepted": len(accepted),
         "invalid_accepted_list": [
@@ -538,7 +570,24 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
     ]
     if picture:
         out += [f"![Soak timeline]({picture})", ""]
-    out += ["Answers to valid tokens other than 200:", ""]
+    out += [
+        "Each signing key: when clients started signing with it and when the provider "
+        "published it, when each worker first accepted it (seconds from the start), "
+        "and what valid tokens signed with it got meanwhile:",
+        "",
+        "| kid | signing from | published | first 200 per worker | valid → 401 (last) "
+        "| valid → 503 | early tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["rotations"]:
+        last = row["valid_401_last"]
+        out.append(
+            f"| {row['kid']} | {_at(row['signing'])} | {_at(row['published'])} "
+            f"| {', '.join(f'{w}: {t:.1f}' for w, t in row['first_200'].items()) or 'never'} "
+            f"| {row['valid_401']}{f' ({last:.1f})' if last is not None else ''} "
+            f"| {row['valid_503']} | {_counts(row['early']) if row['early'] else '-'} |"
+        )
+    out += ["", "Valid tokens answered 401, by key and episode:", ""]
     if summary["valid_401_episodes"]:
         out += [
             "| valid 401 from (s) | to (s) | count | reason | kid | where |",
@@ -570,6 +619,7 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
             f"- {a['t']:.2f} s: {a['kind']} (kid {a['kid']}, worker {a['worker']})"
             for a in summary["invalid_accepted_list"]
         ]
+    out += ["", "Token kinds:", "", DEFINITIONS.rstrip()]
     out += ["", "Per-worker `health()` at the end:", ""]
     for h in summary["health"]:
         out.append(
@@ -590,6 +640,10 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         + "`.",
     ]
     return "\n".join(out) + "\n"
+
+
+def _at(t: float | None) -> str:
+    return "-" if t is None else f"{max(t, 0.0):.1f}"
 
 
 def _counts(counter: dict[Any, int]) -> str:
@@ -864,7 +918,8 @@ def main() -> int:
         return 2
 
     hits = provider.hits(t0)
-    summary = analyse(load.results, hits, plan, rss, health, conditions)
+    since = provider.rotations(t0)
+    summary = analyse(load.results, hits, plan, rss, health, conditions, since)
     drawn = False if args.no_plot else draw(load.results, hits, plan, duration, picture)
     (WORK / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     link = None

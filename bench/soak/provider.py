@@ -74,6 +74,7 @@ class Provider:
         self._keys: dict[str, TestIssuer] = {}
         self._published: list[str] = []
         self._signing = ""
+        self._since: dict[str, tuple[float | None, float | None]] = {}  # kid: (signing, published)
         self._state = _State()
         self._attacker = TestIssuer("ES256", issuer=ISSUER, audience=AUDIENCE, kid="x")
         self._other_issuer = "https://other-idp.test/"
@@ -96,6 +97,8 @@ class Provider:
         with self._lock:
             if kid not in self._published:
                 self._published.append(kid)
+            signing, published = self._since.get(kid, (None, None))
+            self._since[kid] = (signing, published or time.monotonic())
 
     def withdraw(self, kid: str) -> None:
         with self._lock:
@@ -104,10 +107,21 @@ class Provider:
     def sign_with(self, kid: str) -> None:
         with self._lock:
             self._signing = kid
+            signing, published = self._since.get(kid, (None, None))
+            self._since[kid] = (signing or time.monotonic(), published)
 
     @property
     def signing_kid(self) -> str:
         return self._signing
+
+    def rotations(self, t0: float) -> dict[str, tuple[float | None, float | None]]:
+        """``kid: (signing from, published at)``, seconds since ``t0`` (None: never)."""
+        with self._lock:
+            since = dict(self._since)
+        return {
+            kid: tuple(None if t is None else round(t - t0, 2) for t in pair)  # type: ignore[misc]
+            for kid, pair in since.items()
+        }
 
     def published(self) -> tuple[str, ...]:
         """The kids of the key set: what the server answers while up, and would while failing."""
