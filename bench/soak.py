@@ -285,7 +285,6 @@ class Load:
         interval = self.concurrency / self.rate if self.rate > 0 else 0.0
         next_send = time.monotonic() + rng.random() * interval
         held: tuple[str, str, float] | None = None  # a valid token reused for up to 2 s
-        sent = 0
         while time.monotonic() < self.end:
             async with httpx.AsyncClient(base_url=self.url, timeout=30) as http:
                 for _ in range(200):  # a new connection now and then: both workers get load
@@ -299,17 +298,18 @@ class Load:
                     kind = rng.choices(kinds, weights)[0]
                     now = time.monotonic()
                     if kind == "valid":
-                        if self.provider.signing_kid not in self.provider.published():
-                            kind = "early"
                         if held and held[1] == self.provider.signing_kid and now - held[2] < 2:
                             token, kid = held[0], held[1]
                         else:
                             token, kid = self.provider.token(kind)
                             held = (token, kid, now)
+                        # Judged after minting (a rotation may run meanwhile, in another
+                        # thread) and just before sending: keys are only added until sent.
+                        if kid not in self.provider.published():
+                            kind = "early"
                     else:
                         token, kid = self.provider.token(kind)
                     await self.send(http, kind, kid, token)
-                    sent += 1
 
     async def send(self, http: httpx.AsyncClient, kind: str, kid: str, token: str) -> None:
         start = time.monotonic()
