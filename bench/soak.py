@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import signal
 import socket
 import subprocess
@@ -852,6 +853,12 @@ def main() -> int:
     parser.add_argument(
         "--min-ttl", type=float, default=30, help="service FetchOptions.min_ttl (30)"
     )
+    parser.add_argument(
+        "--fetch",
+        type=json.loads,
+        default={},
+        help="more FetchOptions fields for the service, as JSON: '{\"cooldown\": 10}'",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
@@ -864,7 +871,7 @@ def main() -> int:
     picture = args.picture or (PICTURE if full else WORK / "soak.png")
     WORK.mkdir(parents=True, exist_ok=True)
 
-    fetch = {"min_ttl": args.min_ttl}
+    fetch = {"min_ttl": args.min_ttl, **args.fetch}
     plan = schedule(duration)
     provider = Provider(max_age=args.max_age)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
@@ -877,7 +884,7 @@ def main() -> int:
         "fetch": fetch,
         "max_age": args.max_age,
         "machine": _machine(),
-        "command": " ".join(["python bench/soak.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "bench/soak.py", *sys.argv[1:]]),
     }
     # A SIGTERM (nox, CI) unwinds like Ctrl-C: the finally blocks stop uvicorn and the server.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
