@@ -152,19 +152,15 @@ def schedule(duration: float) -> Schedule:
     return plan
 
 
-KEEP_PUBLISHED = 4  # the provider withdraws older keys (never one signed with in the last minute)
+#: The provider withdraws older keys; the signing key is always among these newest ones
+#: (at most one key is published ahead of its use).
+KEEP_PUBLISHED = 4
 
 
 def _publish(provider: Provider, kid: str) -> None:
-    if kid not in _known(provider):
-        provider.new_key(kid)
     provider.publish(kid)
     for old in provider.published()[:-KEEP_PUBLISHED]:
         provider.withdraw(old)
-
-
-def _known(provider: Provider) -> set[str]:
-    return set(provider._keys)
 
 
 def _rotate_now(provider: Provider, kid: str) -> None:
@@ -830,14 +826,13 @@ def running(provider: Provider, fetch: dict[str, float], log: Path) -> Iterator[
 
 
 def collect_health(url: str) -> list[dict[str, Any]]:
-    """Each worker's ``health()``: new connections until both answered (20 tries)."""
+    """Each worker's ``health()``: new connections until both answered (10 s at most)."""
     seen: dict[int, dict[str, Any]] = {}
-    for _ in range(20):
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            body = httpx.get(f"{url}/soak/health", timeout=5).json()
+    deadline = time.monotonic() + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            body = httpx.get(f"{url}/soak/health", timeout=2).json()
             seen[int(body["pid"])] = body
-        if len(seen) >= 2:
-            break
     return [seen[pid] for pid in sorted(seen)]
 
 

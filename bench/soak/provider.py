@@ -94,6 +94,9 @@ class Provider:
             self._keys[kid] = issuer
 
     def publish(self, kid: str) -> None:
+        """Add the key to the JWKS (generated first if new)."""
+        if kid not in self._keys:
+            self.new_key(kid)
         with self._lock:
             if kid not in self._published:
                 self._published.append(kid)
