@@ -179,7 +179,9 @@ def _sign_new(provider: Provider, kid: str) -> None:
 class Service:
     """uvicorn with two workers in its own process group; stopped for sure on exit."""
 
-    def __init__(self, provider: Provider, fetch: dict[str, float], log_path: Path) -> None:
+    def __init__(
+        self, provider: Provider, fetch: dict[str, float], log_path: Path, python: str
+    ) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -194,13 +196,19 @@ class Service:
         self._log = log_path.open("wb")
         # fmt: off
         command = [
-            sys.executable, "-m", "uvicorn", "service:build", "--factory",
+            python, "-m", "uvicorn", "service:build", "--factory",
             "--app-dir", str(BENCH / "soak"), "--host", "127.0.0.1", "--port", str(self.port),
             "--workers", "2", "--no-access-log", "--log-level", "warning",
         ]
         # fmt: on
+        # cwd: grelmicro is imported from the interpreter's installation, never from a cwd.
         self.process = subprocess.Popen(
-            command, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            env=env,
+            cwd=BENCH / "soak",
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def workers(self) -> list[int]:
@@ -636,6 +644,8 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         + c["command"]
         + "`.",
     ]
+    if c["service_grelmicro"]:
+        out.append(f"The service's grelmicro: `{c['service_grelmicro']}`.")
     return "\n".join(out) + "\n"
 
 
@@ -794,6 +804,19 @@ def _commit() -> str:
     return "?"
 
 
+def _grelmicro_of(python: str) -> str:
+    """Where the service's interpreter imports grelmicro from (its tree, for an editable one)."""
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        return subprocess.run(
+            [python, "-c", "import grelmicro; print(grelmicro.__file__)"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=BENCH / "soak",
+        ).stdout.strip()
+    return "?"
+
+
 def _machine() -> str:
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
@@ -813,11 +836,13 @@ def _quiet_cancel(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> N
 
 
 @contextlib.contextmanager
-def running(provider: Provider, fetch: dict[str, float], log: Path) -> Iterator[Service]:
+def running(
+    provider: Provider, fetch: dict[str, float], log: Path, python: str
+) -> Iterator[Service]:
     provider.start()
     service: Service | None = None
     try:
-        service = Service(provider, fetch, log)
+        service = Service(provider, fetch, log, python)
         yield service
     finally:
         if service is not None:
@@ -854,6 +879,11 @@ def main() -> int:
         default={},
         help="more FetchOptions fields for the service, as JSON: '{\"cooldown\": 10}'",
     )
+    parser.add_argument(
+        "--service-python",
+        default=sys.executable,
+        help="interpreter of the service (another venv: that installation's grelmicro)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
@@ -880,12 +910,16 @@ def main() -> int:
         "max_age": args.max_age,
         "machine": _machine(),
         "command": shlex.join(["python", "bench/soak.py", *sys.argv[1:]]),
+        # Named in the report only when the service runs another installation.
+        "service_grelmicro": (
+            _grelmicro_of(args.service_python) if args.service_python != sys.executable else ""
+        ),
     }
     # A SIGTERM (nox, CI) unwinds like Ctrl-C: the finally blocks stop uvicorn and the server.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     rss: dict[str, dict[int, int | None]] = {"start": {}, "end": {}}
     try:
-        with running(provider, fetch, WORK / "service.log") as service:
+        with running(provider, fetch, WORK / "service.log", args.service_python) as service:
             service.wait_ready(timeout=60)
             workers = service.workers()
             rss["start"] = {pid: rss_kib(pid) for pid in workers}
