@@ -491,8 +491,8 @@ def analyse(
                     for r in results
                     if r.status == 503 and r.kind == "valid" and first <= r.t <= last
                 ),
-                "retry_after": sorted(
-                    {r.retry_after for r in results if r.status == 503 and first <= r.t <= last}
+                "retry_after": _span(
+                    [r.retry_after for r in results if r.status == 503 and first <= r.t <= last]
                 ),
                 "where": near(first, plan),
             }
@@ -613,7 +613,7 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         ]
         out += [
             f"| {e['from']:.1f} | {e['to']:.1f} | {e['count']} | {e['valid']} "
-            f"| {', '.join(e['retry_after'])} | {e['where']} |"
+            f"| {e['retry_after']} | {e['where']} |"
             for e in summary["episodes_503"]
         ]
     else:
@@ -649,6 +649,18 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _span(values: list[str]) -> str:
+    """``Retry-After`` values seen: ``5``, ``1-22 s`` (numbers), or as given."""
+    numbers = sorted({int(v) for v in values if v.isdigit()})
+    others = sorted({v for v in values if not v.isdigit()})
+    text = (
+        []
+        if not numbers
+        else [f"{numbers[0]}" if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}"]
+    )
+    return ", ".join(text + others) + (" s" if numbers and not others else "") or "-"
+
+
 def _at(t: float | None) -> str:
     return "-" if t is None else f"{max(t, 0.0):.1f}"
 
@@ -682,8 +694,8 @@ def draw(
     series = {
         "200": "#4c9f70",
         "401, not a valid token": "#95a5a6",
-        "401, valid token": "#d35400",
-        "503": "#c0392b",
+        "401, valid token": "#d62728",
+        "503": "#1f77b4",
         "no answer": "#2c3e50",
         "other": "#8e44ad",
     }
@@ -714,8 +726,8 @@ def draw(
     )
     top.set_ylabel("answers / s")
     top.legend(loc="lower left", ncols=6, fontsize=8, framealpha=0.9)
-    middle.step(xs, valid[401], where="post", color="#d35400", label="valid token → 401")
-    middle.step(xs, valid[503], where="post", color="#c0392b", label="valid token → 503")
+    middle.step(xs, valid[401], where="post", color="#d62728", label="valid token → 401")
+    middle.step(xs, valid[503], where="post", color="#1f77b4", label="valid token → 503")
     middle.set_ylabel("valid tokens\nrefused / s")
     middle.legend(loc="upper right", fontsize=8, framealpha=0.9)
     workers = sorted({h.worker for h in hits})
@@ -732,7 +744,9 @@ def draw(
     strip.set_yticks(range(len(workers)), [f"worker {w}" for w in workers], fontsize=7)
     strip.set_ylim(-0.7, len(workers) - 0.3)
     strip.set_ylabel("JWKS\nrequests", fontsize=8)
-    strip.set_xlabel("seconds since start (o: keys served, x: fault answered)")
+    strip.set_xlabel(
+        "seconds since start (o: keys served, x: fault answered; refused connections unseen)"
+    )
     shades = {"slow": "#f1c40f", "5xx": "#e67e22", "garbage": "#9b59b6", "down": "#e74c3c"}
     for axis in (top, middle, strip):
         for window in plan.windows:
