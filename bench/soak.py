@@ -462,6 +462,9 @@ def analyse(
         "by_kind": {kind: dict(sorted(c.items())) for kind, c in sorted(by_kind.items())},
         "valid_401": len(valid_401),
         "rotations": rotation_rows(results, since),
+        "valid_401_list": [
+            {"t": r.t, "kid": r.kid, "reason": r.reason, "worker": r.worker} for r in valid_401
+        ],
         "valid_401_episodes": [
             {
                 "from": first,
