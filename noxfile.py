@@ -300,6 +300,7 @@ def bench_smoke(session: nox.Session) -> None:
     """Every benchmark lane checked for correctness, a few rounds, no timing asserted."""
     dev(session)
     session.run(str(PY), "bench/run.py", "--smoke")
+    session.run(str(PY), "bench/soak.py", "--duration", "10", "--no-plot")  # exit 1: a wrong accept
 
 
 @nox.session
