@@ -69,6 +69,9 @@ class FetchOptions:
             allowed per ``unknown_kid_interval``, for each source (each
             issuer's keys): a flood of invented kids costs at most this many
             fetches per interval, and never spends another issuer's budget.
+            The budget is spread (one fetch per ``interval / budget`` at
+            most), so under such a flood a real new key waits at most that
+            long (answered 503 with ``Retry-After`` meanwhile).
         unknown_kid_interval: the window of ``unknown_kid_budget``, in
             seconds; ``None`` (the default) takes ``cooldown``, as before the
             two were told apart.

@@ -88,6 +88,7 @@ class Schedule:
     """
 
     __slots__ = (
+        "_kid_spaced_from",
         "_kid_starts",
         "empty_seen",
         "expires_at",
@@ -111,6 +112,9 @@ class Schedule:
         self.empty_seen = 0
         self.has_keys = False
         self._kid_starts: collections.deque[float] = collections.deque()
+        # The start the spreading counts from (a failed fetch leaves the
+        # pace of retries to the backoff).
+        self._kid_spaced_from = -math.inf
 
     # -- questions ------------------------------------------------------------
 
@@ -140,18 +144,31 @@ class Schedule:
         if now < self.retry_at:
             return Decision(fetch=False, why="backoff", at=self.retry_at)
         if unknown_kid:
-            window = self.options.unknown_kid_window
-            starts = self._kid_starts
-            while starts and now - starts[0] >= window:
-                starts.popleft()
-            if len(starts) >= self.options.unknown_kid_budget:
-                return Decision(fetch=False, why="budget", at=starts[0] + window)
-            return Decision(fetch=True, why="unknown-kid", at=now)
+            return self._kid_budget(now)
         if not self.has_keys:
             return Decision(fetch=True, why="load", at=now)
         if now >= self.refresh_at:
             return Decision(fetch=True, why="refresh", at=now)
         return Decision(fetch=False, why="fresh", at=self.refresh_at)
+
+    def _kid_budget(self, now: float) -> Decision:
+        """An unknown-kid fetch: within ``unknown_kid_budget`` per window, spread.
+
+        Spread over the window, never spent in one burst: under a flood of
+        invented kids a real new key still waits at most ``window / budget``
+        for its fetch (a 503 meanwhile), not the whole window.
+        """
+        window = self.options.unknown_kid_window
+        budget = self.options.unknown_kid_budget
+        starts = self._kid_starts
+        while starts and now - starts[0] >= window:
+            starts.popleft()
+        if len(starts) >= budget:
+            return Decision(fetch=False, why="budget", at=starts[0] + window)
+        spaced = self._kid_spaced_from + window / budget
+        if now < spaced:
+            return Decision(fetch=False, why="budget", at=spaced)
+        return Decision(fetch=True, why="unknown-kid", at=now)
 
     # -- events ---------------------------------------------------------------
 
@@ -159,6 +176,7 @@ class Schedule:
         """A fetch allowed by ``decision`` starts now."""
         if decision.why == "unknown-kid":
             self._kid_starts.append(now)
+            self._kid_spaced_from = now
 
     def succeeded(
         self, *, started: float, now: float, ttl: float, spread: float, empty: bool = False
@@ -201,6 +219,7 @@ class Schedule:
         within the same cap.
         """
         self.failures += 1
+        self._kid_spaced_from = -math.inf
         cap = self.options.cooldown
         pause = min(cap, FIRST_RETRY * 2.0 ** min(self.failures - 1, 30))
         if retry_after is not None and retry_after > pause:

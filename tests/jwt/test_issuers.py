@@ -357,7 +357,7 @@ def test_one_issuers_junk_never_spends_another_issuers_budget(
     verifier.verify(mint(key_a, iss_a))
     verifier.verify(mint(key_b, iss_b))
     for round_ in range(2):
-        clock.now += 3  # each round's tokens arrive after the last fetch
+        clock.now += 15  # each round's tokens arrive after the last fetch, spread
         with pytest.raises(TokenRejectedError):
             verifier.verify(mint(key_a.with_kid(f"x{round_}"), iss_a))
     assert server.count(JWKS) == 3  # A's load and its budget of 2

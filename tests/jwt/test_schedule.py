@@ -133,18 +133,26 @@ CASES = [
         serves=True,
         stale=True,
     ),
-    # Unknown-kid budget: 2 per 20 s window.
+    # Unknown-kid budget: 2 per 20 s window, spread (one per 10 s at most).
+    Case(
+        "budget spread: the next fetch waits window / budget",
+        [ok(0), kid(5)],
+        8,
+        (False, "fresh", 100),
+        (False, "budget", 15),
+        serves=True,
+    ),
     Case(
         "budget spent",
-        [ok(0), kid(5), kid(8)],
-        10,
+        [ok(0), kid(5), kid(15)],
+        17,
         (False, "fresh", 100),
         (False, "budget", 25),
         serves=True,
     ),
     Case(
         "budget back once the first start leaves the window",
-        [ok(0), kid(5), kid(8)],
+        [ok(0), kid(5), kid(15)],
         25,
         (False, "fresh", 100),
         (True, "unknown-kid", 25),
