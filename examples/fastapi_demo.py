@@ -8,6 +8,9 @@ Then DPoP (RFC 9449): a client with its own P-256 key gets a token bound to
 it (``cnf.jkt``) and signs a proof for each request to ``/dpop/items``; the
 same proof sent twice, the token without a proof, and the token sent as a
 plain bearer token are refused.
+With ``opentelemetry-exporter-prometheus`` installed, the verifier reports
+OpenTelemetry metrics (``telemetry=``) and the demo ends by reading
+``/metrics`` and printing the ``grelmicro_jwt_*`` lines.
 Each answer is printed: status line, ``WWW-Authenticate`` and body. Then the
 server stops. No network beyond the loopback interface.
 
@@ -18,6 +21,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import re
 import socket
 import sys
 import threading
@@ -41,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fastapi_service import build_app
 
 from grelmicro.jwt import JWTVerifier
+from grelmicro.jwt.otel import Telemetry
 
 AUDIENCE = "https://api.demo.local"
 ISSUER = "https://idp.demo.local/"
@@ -134,8 +139,33 @@ def build_verifier(jwks_url: str) -> JWTVerifier:
     interface and ``allow_insecure_loopback=True`` says so.
     """
     return JWTVerifier(
-        jwks_url=jwks_url, allow_insecure_loopback=True, audience=AUDIENCE, issuer=ISSUER
+        jwks_url=jwks_url,
+        allow_insecure_loopback=True,
+        audience=AUDIENCE,
+        issuer=ISSUER,
+        telemetry=prometheus_telemetry(),
     )
+
+
+def prometheus_telemetry() -> Telemetry | bool:
+    """Metrics to the Prometheus exporter when it is installed (``/metrics``), else none."""
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: PLC0415
+        from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    except ImportError:
+        return False
+    return Telemetry(meter_provider=MeterProvider(metric_readers=[PrometheusMetricReader()]))
+
+
+def show_metrics(response: httpx.Response) -> None:
+    """The grelmicro lines of ``/metrics`` (histogram buckets and scope labels left out)."""
+    print("--- metrics")
+    print("GET /metrics (grelmicro_jwt_* lines; buckets and otel_scope_* labels left out)")
+    for line in response.text.splitlines():
+        if line.startswith("grelmicro_jwt_") and "_bucket{" not in line:
+            shown = re.sub(r'otel_scope_\w+="[^"]*",?', "", line)
+            print(shown.replace(",}", "}").replace("{}", ""))
+    print()
 
 
 def show(title: str, method: str, path: str, response: httpx.Response) -> None:
@@ -206,6 +236,9 @@ async def run() -> int:
                     )
                     response = await client.get("/dpop/items", headers=headers)
                     show(title, "GET", "/dpop/items", response)
+                metrics = await client.get("/metrics")
+                if metrics.status_code == 200:
+                    show_metrics(metrics)
         finally:
             server.should_exit = True
             await serving

@@ -4,12 +4,16 @@
 the key lifespan and RFC 9457 problem bodies (``auth.install``), a readiness
 route, and routes guarded with ``Depends``/``Security``. ``/dpop/items`` takes
 DPoP-bound tokens only (RFC 9449: a proof signed by the client's key on every
-request). ``fastapi_demo.py`` runs it under uvicorn with keys generated at start.
+request). ``/metrics`` answers in the Prometheus text format when
+``prometheus_client`` is installed (``opentelemetry-exporter-prometheus``
+brings it; the verifier reports to it with ``telemetry=``, see
+``docs/observability.md``). ``fastapi_demo.py`` runs it under uvicorn with
+keys generated at start.
 """
 
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Security, WebSocket
+from fastapi import Depends, FastAPI, Response, Security, WebSocket
 from pydantic import BaseModel
 
 from grelmicro.jwt import Claims, DPoPVerifier, JWTVerifier
@@ -47,6 +51,8 @@ def build_app(verifier: JWTVerifier) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    add_metrics_route(app)
+
     @app.get("/items")
     def list_items(claims: Annotated[Claims, Security(auth, scopes=["read:items"])]) -> dict:
         return {"owner": claims.subject, "items": ["apple", "pear"]}
@@ -66,3 +72,15 @@ def build_app(verifier: JWTVerifier) -> FastAPI:
         await websocket.close()
 
     return app
+
+
+def add_metrics_route(app: FastAPI) -> None:
+    """``GET /metrics``: every metric of the process, as Prometheus scrapes them."""
+    try:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
+    except ImportError:  # no exporter installed: no /metrics
+        return
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

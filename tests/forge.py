@@ -83,6 +83,9 @@ NOW = 1_700_000_000
 #: A secret nobody would type by accident: tests grep messages and logs for it.
 SECRET = b"TOPSECRET-grelmicro-test-hmac-key-0123456789abcdef"
 
+#: Post-quantum (RFC 9964), opt-in: not in ALGORITHMS (``cryptography`` keys
+#: of this module do not sign them; tests/jwt/test_mldsa.py does).
+MLDSA_ALGORITHMS = ("ML-DSA-44", "ML-DSA-65", "ML-DSA-87")
 #: One algorithm per asymmetric family.
 ASYMMETRIC = ("RS256", "PS256", "ES256", "EdDSA")
 

@@ -28,6 +28,11 @@ pub enum Algorithm {
     EdDSA,
     /// The fully-specified name of Ed25519 (RFC 9864).
     Ed25519,
+    /// ML-DSA (FIPS 204) parameter sets, in JOSE per RFC 9964. Opt-in: never
+    /// allowed unless named (see [`Algorithm::opt_in`]).
+    MlDsa44,
+    MlDsa65,
+    MlDsa87,
 }
 
 /// The kind of key an algorithm needs.
@@ -38,6 +43,8 @@ pub enum Family {
     RsaPss,
     Ecdsa,
     Ed25519,
+    /// ML-DSA, post-quantum (RFC 9964): `AKP` keys.
+    MlDsa,
 }
 
 impl Algorithm {
@@ -52,7 +59,7 @@ impl Algorithm {
     }
 
     /// Every algorithm, in a stable order.
-    pub const ALL: [Algorithm; 15] = [
+    pub const ALL: [Algorithm; 18] = [
         Algorithm::HS256,
         Algorithm::HS384,
         Algorithm::HS512,
@@ -68,6 +75,9 @@ impl Algorithm {
         Algorithm::ES256K,
         Algorithm::EdDSA,
         Algorithm::Ed25519,
+        Algorithm::MlDsa44,
+        Algorithm::MlDsa65,
+        Algorithm::MlDsa87,
     ];
 
     /// Parses a header or configuration name (exact, case-sensitive).
@@ -88,6 +98,9 @@ impl Algorithm {
             b"ES256K" => Algorithm::ES256K,
             b"EdDSA" => Algorithm::EdDSA,
             b"Ed25519" => Algorithm::Ed25519,
+            b"ML-DSA-44" => Algorithm::MlDsa44,
+            b"ML-DSA-65" => Algorithm::MlDsa65,
+            b"ML-DSA-87" => Algorithm::MlDsa87,
             _ => return None,
         })
     }
@@ -99,7 +112,7 @@ impl Algorithm {
         Algorithm::from_name(name.as_bytes()).ok_or(Error::new(
             ErrorKind::InvalidConfig,
             "unknown or unsupported algorithm (expected HS256/384/512, RS256/384/512, \
-             PS256/384/512, ES256/384/512, ES256K, EdDSA or Ed25519)",
+             PS256/384/512, ES256/384/512, ES256K, EdDSA, Ed25519 or ML-DSA-44/65/87)",
         ))
     }
 
@@ -120,6 +133,9 @@ impl Algorithm {
             Algorithm::ES256K => "ES256K",
             Algorithm::EdDSA => "EdDSA",
             Algorithm::Ed25519 => "Ed25519",
+            Algorithm::MlDsa44 => "ML-DSA-44",
+            Algorithm::MlDsa65 => "ML-DSA-65",
+            Algorithm::MlDsa87 => "ML-DSA-87",
         }
     }
 
@@ -132,7 +148,15 @@ impl Algorithm {
                 Family::Ecdsa
             }
             Algorithm::EdDSA | Algorithm::Ed25519 => Family::Ed25519,
+            Algorithm::MlDsa44 | Algorithm::MlDsa65 | Algorithm::MlDsa87 => Family::MlDsa,
         }
+    }
+
+    /// Whether the algorithm is allowed only when named in an allow-list:
+    /// the ML-DSA (post-quantum) ones. A verifier or DPoP checker left to its
+    /// default allows none of them, even with an `AKP` key configured.
+    pub const fn opt_in(self) -> bool {
+        matches!(self.family(), Family::MlDsa)
     }
 
     /// Whether a key bound to `self` verifies tokens whose header says `alg`.
@@ -176,18 +200,45 @@ impl Algorithm {
             Algorithm::ES512 => &signature::ECDSA_P521_SHA512_FIXED,
             Algorithm::ES256K => &signature::ECDSA_P256K1_SHA256_FIXED,
             Algorithm::EdDSA | Algorithm::Ed25519 => &signature::ED25519,
+            Algorithm::MlDsa44 => &signature::ML_DSA_44,
+            Algorithm::MlDsa65 => &signature::ML_DSA_65,
+            Algorithm::MlDsa87 => &signature::ML_DSA_87,
             Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512 => return None,
         })
     }
 
-    /// The exact signature length for ECDSA (r‖s) and Ed25519; `None` otherwise.
+    /// The exact signature length for ECDSA (r‖s), Ed25519 and ML-DSA
+    /// (FIPS 204 Table 2); `None` otherwise.
     pub const fn fixed_signature_len(self) -> Option<usize> {
         match self {
             Algorithm::ES256 | Algorithm::ES256K => Some(64),
             Algorithm::ES384 => Some(96),
             Algorithm::ES512 => Some(132),
             Algorithm::EdDSA | Algorithm::Ed25519 => Some(64),
+            Algorithm::MlDsa44 => Some(2420),
+            Algorithm::MlDsa65 => Some(3309),
+            Algorithm::MlDsa87 => Some(4627),
             _ => None,
+        }
+    }
+
+    /// The exact raw public key length of an ML-DSA parameter set (FIPS 204
+    /// Table 2); `None` for the other algorithms.
+    pub const fn mldsa_public_key_len(self) -> Option<usize> {
+        match self {
+            Algorithm::MlDsa44 => Some(1312),
+            Algorithm::MlDsa65 => Some(1952),
+            Algorithm::MlDsa87 => Some(2592),
+            _ => None,
+        }
+    }
+
+    /// The length of the unpadded base64url text of a fixed-length
+    /// signature: what the signature segment must measure before decoding.
+    pub const fn fixed_signature_text_len(self) -> Option<usize> {
+        match self.fixed_signature_len() {
+            Some(bytes) => Some((bytes * 4).div_ceil(3)),
+            None => None,
         }
     }
 }
@@ -198,17 +249,17 @@ impl Algorithm {
 /// never share a bit and a set can only be built from [`Algorithm`] values:
 /// no name or index can land on another algorithm's bit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct AlgorithmSet(u16);
+pub struct AlgorithmSet(u32);
 
 // Every discriminant must fit in the bits of the set.
-const _: () = assert!(Algorithm::ALL.len() <= u16::BITS as usize);
+const _: () = assert!(Algorithm::ALL.len() <= u32::BITS as usize);
 
 impl AlgorithmSet {
     /// The empty set.
     pub const EMPTY: AlgorithmSet = AlgorithmSet(0);
 
-    const fn bit(alg: Algorithm) -> u16 {
-        1 << alg as u16
+    const fn bit(alg: Algorithm) -> u32 {
+        1 << alg as u32
     }
 
     /// The set holding `alg` alone.
@@ -243,6 +294,13 @@ impl AlgorithmSet {
     #[must_use]
     pub const fn union(self, other: AlgorithmSet) -> AlgorithmSet {
         AlgorithmSet(self.0 | other.0)
+    }
+
+    /// The set without its opt-in (ML-DSA) members: what a default
+    /// allow-list, built from the keys, may hold.
+    #[must_use]
+    pub fn without_opt_in(self) -> AlgorithmSet {
+        self.iter().filter(|a| !a.opt_in()).collect()
     }
 
     #[must_use]

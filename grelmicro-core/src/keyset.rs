@@ -9,7 +9,10 @@
 //!   "try both"), wherever the keys come from: a JWKS, keys given in code,
 //!   both combined, a rotation. The conflict is listed in
 //!   [`KeySet::skipped`]; a set left with no usable key is an error.
-//! - The chosen key must serve the token's `alg`.
+//! - The chosen key must serve the token's `alg`. A key of a JWK without
+//!   `alg` serves its family's algorithms that the verifier's `algorithms`
+//!   name, or its family's default alone (RS256, HS256) when the verifier
+//!   names none ([`Key::serves`]); never another family's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -46,8 +49,11 @@ pub struct KeySet {
     by_kid: HashMap<String, Slot>,
     kidless: Vec<usize>,
     skipped: Vec<Skipped>,
-    /// Every algorithm some key serves.
+    /// Every algorithm some key can serve (family keys: their whole family).
     algorithms: AlgorithmSet,
+    /// Every algorithm some key serves when no `algorithms` are given
+    /// (family keys: their default alone).
+    defaults: AlgorithmSet,
 }
 
 const CONFLICT: &str = "two different keys share this kid; the kid is unusable";
@@ -58,6 +64,23 @@ fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
         Some(kid) => err.detail("kid", Detail::Text(capped(kid))),
         None => err,
     }
+}
+
+/// A token under `alg`, refused because a key without `alg` of its own
+/// verifies its family's `default` alone when the verifier names no
+/// `algorithms` (names only: both are algorithms of the closed set).
+fn default_only(default: Algorithm, alg: Algorithm) -> Error {
+    Error::with(
+        ErrorKind::Algorithm,
+        format!(
+            "token alg {} is not accepted: a JWK without alg verifies {} only unless the \
+             verifier names its algorithms (for example algorithms=[\"{}\", \"{}\"])",
+            alg.name(),
+            default.name(),
+            default.name(),
+            alg.name()
+        ),
+    )
 }
 
 impl KeySet {
@@ -114,6 +137,7 @@ impl KeySet {
             kidless: Vec::new(),
             skipped: Vec::new(),
             algorithms: AlgorithmSet::EMPTY,
+            defaults: AlgorithmSet::EMPTY,
         }
     }
 
@@ -170,7 +194,11 @@ impl KeySet {
             .collect();
         // Keys under a conflicting kid still count here, so a token naming
         // that kid is refused as unknown-key (what it is), not as algorithm.
-        self.algorithms = self.keys.iter().fold(AlgorithmSet::EMPTY, |set, k| {
+        self.algorithms = self
+            .keys
+            .iter()
+            .fold(AlgorithmSet::EMPTY, |set, k| set.union(k.algorithms()));
+        self.defaults = self.keys.iter().fold(AlgorithmSet::EMPTY, |set, k| {
             set.union(AlgorithmSet::accepted_by(k.algorithm()))
         });
         if !self.usable.contains(&true) {
@@ -186,18 +214,20 @@ impl KeySet {
         Ok(self)
     }
 
-    /// Picks the key for a token's `kid` and `alg`.
-    pub fn select(&self, kid: Option<&str>, alg: Algorithm) -> Result<&Key> {
-        self.select_index(kid, alg).map(|index| &*self.keys[index])
+    /// Picks the key for a token's `kid` and `alg`. `chosen`: the verifier
+    /// names its `algorithms` (they choose within a family key's family).
+    pub fn select(&self, kid: Option<&str>, alg: Algorithm, chosen: bool) -> Result<&Key> {
+        self.select_index(kid, alg, chosen)
+            .map(|index| &*self.keys[index])
     }
 
     /// Like [`KeySet::select`], returning the key's position in [`KeySet::keys`].
-    pub fn select_index(&self, kid: Option<&str>, alg: Algorithm) -> Result<usize> {
+    pub fn select_index(&self, kid: Option<&str>, alg: Algorithm, chosen: bool) -> Result<usize> {
         let Some(kid) = kid else {
             // No kid: any usable key may be the one, if it is the only one.
             let mut found: Option<usize> = None;
             for (index, key) in self.keys.iter().enumerate() {
-                if self.usable[index] && key.algorithm().accepts(alg) {
+                if self.usable[index] && key.serves(alg, chosen) {
                     if let Some(first) = found {
                         if self.keys[first].same_material(key) {
                             continue; // one key listed with and without a kid
@@ -214,7 +244,11 @@ impl KeySet {
         };
         match self.by_kid.get(kid) {
             Some(Slot::One(index)) => {
-                if !self.keys[*index].algorithm().accepts(alg) {
+                let key = &self.keys[*index];
+                if !key.serves(alg, chosen) {
+                    if key.is_family() && key.algorithms().contains(alg) {
+                        return Err(default_only(key.algorithm(), alg));
+                    }
                     return Err(Error::new(
                         ErrorKind::Algorithm,
                         "token alg does not match the key its kid names",
@@ -232,7 +266,7 @@ impl KeySet {
         }
         let mut found = None;
         for index in &self.kidless {
-            if self.keys[*index].algorithm().accepts(alg) {
+            if self.keys[*index].serves(alg, chosen) {
                 if found.is_some() {
                     return Err(unknown_key(
                         "several keys without a kid could verify this token",
@@ -271,14 +305,18 @@ impl KeySet {
         let kids = [None, Some(unnamed.as_str())]
             .into_iter()
             .chain(named.map(|kid| Some(kid.as_str())));
+        // Whether the verifier names its algorithms changes what a key
+        // without `alg` serves: both ways must keep every choice.
         for kid in kids {
             for alg in Algorithm::ALL {
-                let Ok(before) = old.select_index(kid, alg) else {
-                    continue; // nothing under old: nothing cached to keep
-                };
-                match self.select_index(kid, alg) {
-                    Ok(after) if self.keys[after].same_material(&old.keys[before]) => {}
-                    _ => return false,
+                for chosen in [false, true] {
+                    let Ok(before) = old.select_index(kid, alg, chosen) else {
+                        continue; // nothing under old: nothing cached to keep
+                    };
+                    match self.select_index(kid, alg, chosen) {
+                        Ok(after) if self.keys[after].same_material(&old.keys[before]) => {}
+                        _ => return false,
+                    }
                 }
             }
         }
@@ -293,9 +331,24 @@ impl KeySet {
         &self.skipped
     }
 
-    /// The algorithms some key serves.
+    /// The algorithms some key can serve (family keys: their whole family).
     pub(crate) fn algorithms(&self) -> AlgorithmSet {
         self.algorithms
+    }
+
+    /// The algorithms some key serves when the verifier names none.
+    pub(crate) fn default_algorithms(&self) -> AlgorithmSet {
+        self.defaults
+    }
+
+    /// Why a token under `alg` is refused by a verifier given no
+    /// `algorithms`, when a key without `alg` of its own could verify it
+    /// were `alg` named; `None` when no such key exists.
+    pub(crate) fn default_only(&self, alg: Algorithm) -> Option<Error> {
+        self.keys
+            .iter()
+            .find(|k| k.is_family() && k.algorithms().contains(alg))
+            .map(|k| default_only(k.algorithm(), alg))
     }
 
     pub fn len(&self) -> usize {
@@ -382,10 +435,10 @@ mod tests {
         let second = ed25519(ED_2, "Ed25519", Some("two"));
         let before = KeySet::new(vec![first.clone()]).unwrap();
         let after = KeySet::new(vec![first, second]).unwrap();
-        assert!(before.select_index(None, Algorithm::EdDSA).is_ok());
+        assert!(before.select_index(None, Algorithm::EdDSA, false).is_ok());
         assert_eq!(
             after
-                .select_index(None, Algorithm::EdDSA)
+                .select_index(None, Algorithm::EdDSA, false)
                 .unwrap_err()
                 .kind(),
             ErrorKind::UnknownKey
@@ -398,26 +451,34 @@ mod tests {
     fn kid_selects_exactly() {
         let set = KeySet::new(vec![secret(1, Some("a")), secret(2, Some("b"))]).unwrap();
         assert_eq!(
-            set.select(Some("b"), Algorithm::HS256).unwrap().kid(),
+            set.select(Some("b"), Algorithm::HS256, false)
+                .unwrap()
+                .kid(),
             Some("b")
         );
         assert_eq!(
-            set.select(Some("c"), Algorithm::HS256).unwrap_err().kind(),
+            set.select(Some("c"), Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         // A token without kid: two keys could verify it, so neither is chosen.
         assert_eq!(
-            set.select(None, Algorithm::HS256).unwrap_err().kind(),
+            set.select(None, Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         // The unknown kid travels as context (capped), never in the message.
         let err = set
-            .select(Some(&"z".repeat(500)), Algorithm::HS256)
+            .select(Some(&"z".repeat(500)), Algorithm::HS256, false)
             .unwrap_err();
         assert!(!err.message().contains("zz"));
         assert_eq!(err.context(), &[("kid", Detail::Text("z".repeat(128)))]);
         assert_eq!(
-            set.select(Some("a"), Algorithm::HS512).unwrap_err().kind(),
+            set.select(Some("a"), Algorithm::HS512, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::Algorithm
         );
     }
@@ -425,11 +486,13 @@ mod tests {
     #[test]
     fn kidless_key_needs_to_be_the_only_candidate() {
         let one = KeySet::new(vec![secret(1, None)]).unwrap();
-        assert!(one.select(None, Algorithm::HS256).is_ok());
-        assert!(one.select(Some("hint"), Algorithm::HS256).is_ok());
+        assert!(one.select(None, Algorithm::HS256, false).is_ok());
+        assert!(one.select(Some("hint"), Algorithm::HS256, false).is_ok());
         let two = KeySet::new(vec![secret(1, None), secret(2, None)]).unwrap();
         assert_eq!(
-            two.select(None, Algorithm::HS256).unwrap_err().kind(),
+            two.select(None, Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
     }
@@ -437,25 +500,35 @@ mod tests {
     #[test]
     fn a_kidless_token_takes_the_only_key_even_one_with_a_kid() {
         let one = KeySet::new(vec![secret(1, Some("a"))]).unwrap();
-        assert_eq!(one.select(None, Algorithm::HS256).unwrap().kid(), Some("a"));
+        assert_eq!(
+            one.select(None, Algorithm::HS256, false).unwrap().kid(),
+            Some("a")
+        );
         // A kid the token names must still exist.
         assert_eq!(
-            one.select(Some("b"), Algorithm::HS256).unwrap_err().kind(),
+            one.select(Some("b"), Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         // Not a key of another algorithm.
         assert_eq!(
-            one.select(None, Algorithm::HS512).unwrap_err().kind(),
+            one.select(None, Algorithm::HS512, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         let mixed = KeySet::new(vec![secret(1, Some("a")), secret(2, None)]).unwrap();
         assert_eq!(
-            mixed.select(None, Algorithm::HS256).unwrap_err().kind(),
+            mixed
+                .select(None, Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
         // The same key with and without a kid is one candidate.
         let same = KeySet::new(vec![secret(1, Some("a")), secret(1, None)]).unwrap();
-        assert!(same.select(None, Algorithm::HS256).is_ok());
+        assert!(same.select(None, Algorithm::HS256, false).is_ok());
     }
 
     #[test]
@@ -467,12 +540,17 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            set.select(Some("a"), Algorithm::HS256).unwrap_err().kind(),
+            set.select(Some("a"), Algorithm::HS256, false)
+                .unwrap_err()
+                .kind(),
             ErrorKind::UnknownKey
         );
-        assert!(set.select(Some("b"), Algorithm::HS256).is_ok());
+        assert!(set.select(Some("b"), Algorithm::HS256, false).is_ok());
         // A kid-less token does not fall back on a conflicting key either.
-        assert_eq!(set.select(None, Algorithm::HS256).unwrap().kid(), Some("b"));
+        assert_eq!(
+            set.select(None, Algorithm::HS256, false).unwrap().kid(),
+            Some("b")
+        );
         assert_eq!(set.skipped()[0].kid.as_deref(), Some("a"));
         // Nothing usable left: an error.
         let err = KeySet::new(vec![secret(1, Some("a")), secret(2, Some("a"))]).unwrap_err();
@@ -500,9 +578,9 @@ mod tests {
             ]}}"#
         );
         let set = KeySet::from_jwks(doc.as_bytes(), true, 10).unwrap();
-        assert!(set.select(Some("ok"), Algorithm::HS256).is_ok());
+        assert!(set.select(Some("ok"), Algorithm::HS256, false).is_ok());
         assert_eq!(
-            set.select(Some("dup"), Algorithm::HS256)
+            set.select(Some("dup"), Algorithm::HS256, false)
                 .unwrap_err()
                 .kind(),
             ErrorKind::UnknownKey
@@ -515,7 +593,7 @@ mod tests {
         let combined = KeySet::new(keys).unwrap();
         assert_eq!(
             combined
-                .select(Some("dup"), Algorithm::HS256)
+                .select(Some("dup"), Algorithm::HS256, false)
                 .unwrap_err()
                 .kind(),
             ErrorKind::UnknownKey
@@ -523,7 +601,7 @@ mod tests {
         // A one-key JWKS verifies kid-less tokens.
         let single = format!(r#"{{"keys":[{{"kty":"oct","alg":"HS256","kid":"k","k":"{k1}"}}]}}"#);
         let single = KeySet::from_jwks(single.as_bytes(), true, 10).unwrap();
-        assert!(single.select(None, Algorithm::HS256).is_ok());
+        assert!(single.select(None, Algorithm::HS256, false).is_ok());
         // Symmetric keys are refused without the opt-in.
         assert_eq!(
             KeySet::from_jwks(doc.as_bytes(), false, 10)

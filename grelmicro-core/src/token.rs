@@ -69,11 +69,32 @@ pub fn split(token: &[u8], max_size: usize) -> Result<Segments<'_>> {
     })
 }
 
-/// A refusal of a token that starts with an HTTP authorization scheme
-/// (`Bearer `, `DPoP `, ...) says to strip it. Called on the error path only.
+/// A refusal of a token in a recognisable wrong shape says what to fix:
+/// JSON (a JSON-serialized JWS or JWE) instead of the compact form,
+/// whitespace around the token, an HTTP authorization scheme (`Bearer `,
+/// `DPoP `, ...) in front of it. Called on the error path only; the token
+/// itself is never quoted.
 pub fn explain(token: &[u8], err: Error) -> Error {
+    if !matches!(err.kind(), ErrorKind::Malformed | ErrorKind::Unsupported) {
+        return err;
+    }
+    let trimmed = token.trim_ascii();
+    if trimmed.first() == Some(&b'{') {
+        return Error::new(
+            ErrorKind::Unsupported,
+            "the token is JSON (a JSON-serialized JWS or JWE, RFC 7515 section 7.2); \
+             only the compact form is accepted: three base64url segments joined by dots",
+        );
+    }
     if err.kind() != ErrorKind::Malformed {
         return err;
+    }
+    if !trimmed.is_empty() && trimmed.len() != token.len() {
+        return Error::new(
+            ErrorKind::Malformed,
+            "the token has whitespace around it (a trailing newline?); \
+             strip it before verifying",
+        );
     }
     let scheme_end = token.iter().take(16).position(|b| *b == b' ');
     match scheme_end {
@@ -174,6 +195,40 @@ mod tests {
         assert_eq!(err.message(), "invalid base64url");
         let err = explain(b"Bearer x", Error::new(ErrorKind::Signature, "bad"));
         assert_eq!(err.kind(), ErrorKind::Signature);
+    }
+
+    #[test]
+    fn json_serialization_and_whitespace_are_named() {
+        // A JSON-serialized JWS, also one whose dots would read as a JWE.
+        for token in [
+            &br#"{"payload":"eyJ9","signatures":[{"protected":"aGk","signature":"c2ln"}]}"#[..],
+            br#" {"payload":"eyJ9","header":{"kid":"a.b.c.d"},"signature":"c2ln"}"#,
+        ] {
+            let err = explain(token, split(token, 1000).unwrap_err());
+            assert_eq!(err.kind(), ErrorKind::Unsupported);
+            assert!(
+                err.message().contains("JSON-serialized"),
+                "{}",
+                err.message()
+            );
+            assert!(!err.message().contains("c2ln"));
+        }
+        // A compact JWE keeps its own message.
+        let jwe = b"a.b.c.d.e";
+        let err = explain(jwe, split(jwe, 100).unwrap_err());
+        assert!(err.message().contains("JWE"));
+        // Whitespace around the token (not inside it).
+        for token in [
+            &b"aGk.eyJ9.c2ln\n"[..],
+            b" aGk.eyJ9.c2ln",
+            b"\taGk.eyJ9.c2ln\r\n",
+        ] {
+            let err = explain(token, malformed("invalid base64url"));
+            assert_eq!(err.kind(), ErrorKind::Malformed);
+            assert!(err.message().contains("whitespace around"), "{token:?}");
+        }
+        let err = explain(b"aGk.eyJ9 .c2ln", malformed("invalid base64url"));
+        assert_eq!(err.message(), "invalid base64url");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::algorithm::{Algorithm, AlgorithmSet};
+use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::claims::{self, Verified};
 use crate::error::{Error, ErrorKind, Result};
 use crate::header;
@@ -43,13 +43,30 @@ pub struct Verifier {
     keys: Arc<KeySet>,
     policy: Arc<Policy>,
     allowed: AlgorithmSet,
+    /// The policy names its algorithms (they choose within family keys).
+    chosen: bool,
     memo: [OnceLock<HeaderMemo>; MEMO_SLOTS],
 }
 
 impl Verifier {
     pub fn new(keys: Arc<KeySet>, policy: Arc<Policy>) -> Result<Verifier> {
-        let served = keys.algorithms();
-        let allowed = policy.algorithms.unwrap_or(served).intersection(served);
+        // Named algorithms choose among everything the keys can serve;
+        // without them, a key of a JWK without alg serves its default alone,
+        // and the allow-list never holds an opt-in (ML-DSA) algorithm: those
+        // are allowed only when named.
+        let served = keys.default_algorithms();
+        let allowed = match policy.algorithms {
+            Some(named) => named.intersection(keys.algorithms()),
+            None => served.without_opt_in(),
+        };
+        let chosen = policy.algorithms.is_some();
+        if allowed.is_empty() && !chosen && !served.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidConfig,
+                "ML-DSA (post-quantum) algorithms are allowed only when named: \
+                 list them in algorithms",
+            ));
+        }
         if allowed.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidConfig,
@@ -60,6 +77,7 @@ impl Verifier {
             keys,
             policy,
             allowed,
+            chosen,
             memo: Default::default(),
         })
     }
@@ -108,13 +126,18 @@ impl Verifier {
     fn decide(&self, segment: &[u8]) -> Result<(Algorithm, usize)> {
         let header = header::parse(&token::decode(segment)?, self.policy.max_depth)?;
         if !self.allows(header.alg) {
-            return Err(Error::new(
+            let default_only = (!self.chosen)
+                .then(|| self.keys.default_only(header.alg))
+                .flatten();
+            return Err(default_only.unwrap_or(Error::new(
                 ErrorKind::Algorithm,
                 "token alg is not allowed by this verifier",
-            ));
+            )));
         }
         self.policy.check_typ(header.typ.as_deref())?;
-        let key = self.keys.select_index(header.kid.as_deref(), header.alg)?;
+        let key = self
+            .keys
+            .select_index(header.kid.as_deref(), header.alg, self.chosen)?;
         Ok((header.alg, key))
     }
 
@@ -132,6 +155,16 @@ impl Verifier {
         };
         let key: &Key = &self.keys.keys()[index];
         let mut signature_room = SignatureRoom::new();
+        // An ML-DSA signature has one exact size (kilobytes): a segment of
+        // any other length is refused before it is decoded.
+        if alg.family() == Family::MlDsa
+            && alg.fixed_signature_text_len() != Some(segments.signature.len())
+        {
+            return Err(Error::new(
+                ErrorKind::Signature,
+                "signature verification failed",
+            ));
+        }
         let signature = signature_room.decode(segments.signature)?;
         // Base64 first (cheap, reveals nothing): a mangled payload is refused
         // before the signature work. Its JSON is only read once authenticated.

@@ -61,6 +61,9 @@ AlgorithmName = Literal[
     "ES256K",
     "EdDSA",
     "Ed25519",
+    "ML-DSA-44",
+    "ML-DSA-65",
+    "ML-DSA-87",
 ]
 
 #: How the verified-token cache keys its entries.

@@ -113,6 +113,7 @@ __all__ = [
     "call",
     "escape",
     "invalid_now",
+    "near_miss",
     "raise_translated",
     "translate",
 ]
@@ -200,6 +201,58 @@ def escape(text: str, limit: int = 128) -> str:
     return ascii(text[:limit])[1:-1]
 
 
+def _quoted(values: tuple[str, ...], limit: int, most: int = 4) -> str:
+    shown = ", ".join(f'"{escape(v, limit)}"' for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
+def _bare(text: str) -> str:
+    """``text`` without its scheme, trailing slashes and case (for near misses)."""
+    _, sep, rest = text.partition("://")
+    return (rest if sep else text).rstrip("/").casefold()
+
+
+def near_miss(seen: str, expected: str) -> str | None:
+    """How ``seen`` nearly equals ``expected`` (a configuration slip), or None."""
+    if seen == expected:
+        return None
+    if seen.strip() == expected:
+        return "only whitespace around it differs"
+    if seen.rstrip("/") == expected.rstrip("/"):
+        return "only a trailing slash differs"
+    if seen.casefold() == expected.casefold():
+        return "only letter case differs"
+    if "://" in seen + expected and _bare(seen) == _bare(expected):
+        return "only the scheme (http/https), a trailing slash or case differ"
+    return None
+
+
+def _mismatch(
+    cls: type[errors.JWTError], message: str, expected: tuple[str, ...], seen: tuple[str, ...]
+) -> str:
+    """An issuer or audience refusal that says what was expected and what the token said.
+
+    Expected values are configuration (safe to show); the token's values
+    are escaped and capped. A near miss (trailing slash, case, scheme) is
+    called out as such.
+    """
+    claim = "issuer" if cls is errors.InvalidIssuerError else "audience"
+    said = f"the token's {claim} is {_quoted(seen, 128)}"
+    if not expected:  # an aud claim with no audience configured
+        return f"{message} ({said}); pass audience=... to accept it"
+    single = len(seen) == 1 and len(expected) == 1
+    misses = [
+        how if single else f'"{escape(s)}" vs the expected "{escape(e, 256)}": {how}'
+        for s in seen
+        for e in expected
+        if (how := near_miss(s, e)) is not None
+    ]
+    text = f"{message}: {said}, expected {_quoted(expected, 256)}"
+    if misses:
+        text += f" (near miss: {misses[0]})"
+    return text
+
+
 def _with_context(
     cls: type[errors.JWTError], message: str, context: Mapping[str, object]
 ) -> errors.JWTError:
@@ -222,8 +275,11 @@ def _with_context(
         if cls is errors.TokenTooOldError:
             error.max_age = _span(context.get("max_age"))  # type: ignore[attr-defined]
         return error
-    error = cls(message)
     expected = context.get("expected")
+    seen = context.get("seen")
+    if isinstance(expected, tuple) and isinstance(seen, tuple) and seen:
+        message = _mismatch(cls, message, expected, seen)
+    error = cls(message)
     if isinstance(expected, tuple):
         error.expected = expected  # type: ignore[attr-defined]
     kid = context.get("kid")

@@ -403,7 +403,8 @@ class DPoPVerifier:
             and unbound ``Bearer`` tokens) or ``"off"`` (``Bearer`` only; a
             bound token is still refused as a bearer token).
         algorithms: algorithms proofs may use (default: every public-key
-            algorithm; HMAC is never allowed).
+            algorithm but ML-DSA, allowed only when named; HMAC is never
+            allowed).
         max_age: seconds a proof is accepted after its ``iat``.
         leeway: clock leeway, on both sides of the window.
         replay_store: where accepted proofs are remembered, a

@@ -30,6 +30,7 @@ import httpx
 from grelmicro.jwt import _core
 from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync, ttl_of
+from grelmicro.jwt._keys import note_padded
 from grelmicro.jwt.errors import KeysUnavailableError
 
 __all__ = ["FetchBudget", "FetchOptions", "KeySource", "KeySourceHealth"]
@@ -60,6 +61,9 @@ class KeySourceHealth:
         expires_at: when the current keys expire (before the grace period).
         url: the JWKS URL of this source (or the issuer being discovered).
         sources: per-URL health, when the verifier has several sources.
+        skipped_keys: ``(kid, reason)`` of every key the current JWKS left
+            out (unsupported, malformed, weak, private, not for signatures,
+            a kid two keys claim); ``len()`` is the count. Never key material.
     """
 
     ready: bool
@@ -73,6 +77,7 @@ class KeySourceHealth:
     expires_at: float | None = None
     url: str | None = None
     sources: tuple[KeySourceHealth, ...] = ()
+    skipped_keys: tuple[tuple[str | None, str], ...] = ()
 
     @classmethod
     def combine(cls, parts: list[KeySourceHealth], static_keys: int) -> KeySourceHealth:
@@ -96,6 +101,7 @@ class KeySourceHealth:
             stale_uses=sum(p.stale_uses for p in parts),
             expires_at=min((p.expires_at for p in parts if p.expires_at is not None), default=None),
             sources=tuple(parts),
+            skipped_keys=tuple(skip for p in parts for skip in p.skipped_keys),
         )
 
 
@@ -245,6 +251,7 @@ class KeySource:
             (logger.warning if "private key" in reason else logger.info)(
                 "JWKS %s: key %r skipped: %s", self.name, kid, reason
             )
+        note_padded(key_set.keys, f"JWKS {self.name}")
         return key_set
 
     def fetch_sync(self) -> None:
@@ -559,6 +566,7 @@ class KeySource:
             stale_uses=self.stale_uses,
             expires_at=None if key_set is None else self.expires_at,
             url=self.name,
+            skipped_keys=() if key_set is None else tuple(key_set.skipped),
         )
 
 

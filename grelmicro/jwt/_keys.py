@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,6 +17,35 @@ from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 __all__ = ["Key"]  # key_identity: shared by _verifier and _issuers
 
 _KNOWN = tuple(_core.algorithms())
+
+logger = logging.getLogger("grelmicro.jwt")
+
+#: Fingerprints of keys whose padded EC coordinates were already logged.
+_PADDED_LOGGED: set[str] = set()
+_PADDED_LOCK = threading.Lock()
+_PADDED_MAX = 4096
+
+
+def note_padded(keys: Sequence[_core.Key], where: str) -> None:
+    """Log once per key, at INFO, that its short EC coordinates were left-padded.
+
+    Some libraries export coordinates without their leading zero bytes; the
+    core pads them back to the curve size (the same integers). ``where``
+    names the source (never key material).
+    """
+    for key in keys:
+        if not key.padded:
+            continue
+        with _PADDED_LOCK:
+            if key.fingerprint in _PADDED_LOGGED or len(_PADDED_LOGGED) >= _PADDED_MAX:
+                continue
+            _PADDED_LOGGED.add(key.fingerprint)
+        logger.info(
+            "%s: key %r has EC coordinates shorter than its curve size; "
+            "left-padded with zeros (the same key)",
+            where,
+            key.kid,
+        )
 
 
 def _check_names(algorithm: object, kid: object) -> None:
@@ -96,17 +127,39 @@ class Key:
         *,
         allow_symmetric: bool = False,
     ) -> Key:
-        """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``."""
+        """One JWK (a mapping or its JSON text). ``oct`` keys need ``allow_symmetric``.
+
+        The algorithm is the JWK's ``alg``, or ``algorithm`` (both must
+        agree when both are given). A JWK naming neither is bound to its key
+        type's family (:attr:`algorithms`), and the verifier's
+        ``algorithms=`` choose within it: RSA keys verify RS256/384/512 and
+        PS256/384/512, ``oct`` keys the HS* their length allows; without
+        ``algorithms=`` such a key verifies RS256 (or HS256) only. EC and
+        OKP keys verify their curve's one algorithm. EC coordinates shorter
+        than the curve size are left-padded (logged once at INFO).
+        """
         if algorithm is not None:
             _check_names(algorithm, None)
         check_flags(allow_symmetric=allow_symmetric)
         document = json_text(jwk, "JWK")
-        return cls(_core.call(_core.Key.jwk, document, algorithm, allow_symmetric=allow_symmetric))
+        core = _core.call(_core.Key.jwk, document, algorithm, allow_symmetric=allow_symmetric)
+        note_padded([core], "JWK")
+        return cls(core)
 
     @property
     def algorithm(self) -> str:
-        """The algorithm this key verifies."""
+        """The algorithm this key verifies (a JWK without ``alg``: its family's default)."""
         return self._inner.algorithm
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """Every algorithm the key can verify.
+
+        One (two for Ed25519's names), unless the key came from a JWK
+        without ``alg``: then its family, among which the verifier's
+        ``algorithms=`` choose (without them, :attr:`algorithm` alone).
+        """
+        return tuple(self._inner.algorithms)
 
     @property
     def kid(self) -> str | None:
@@ -115,7 +168,7 @@ class Key:
 
     @property
     def kty(self) -> str:
-        """``oct``, ``RSA``, ``EC`` or ``OKP``."""
+        """``oct``, ``RSA``, ``EC``, ``OKP`` or ``AKP`` (ML-DSA)."""
         return self._inner.kty
 
     @property

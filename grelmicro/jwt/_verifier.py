@@ -34,7 +34,7 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._issuers import Issuer, KeyRouter, build_router, weak_callback
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
-from grelmicro.jwt._keys import Key, json_text, key_identity
+from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt.errors import (
     AlgorithmNotAllowedError,
     ConfigurationError,
@@ -42,6 +42,7 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt.otel import Reporter, Telemetry
 
 __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
 
@@ -218,6 +219,8 @@ class JWTVerifier:
         "_hook": None,
         "_keys": None,
         "_router": None,
+        "_skipped": None,
+        "_telemetry": None,
         "config": None,
         "verify": (
             "``verify(token, /, *, now=None) -> Claims``: verify ``token`` and return its "
@@ -236,6 +239,8 @@ class JWTVerifier:
     _counters: list[int] | None
     _router: KeyRouter | None
     _keys: tuple[_core.Key, ...]
+    _skipped: tuple[tuple[str | None, str], ...]
+    _telemetry: Reporter | None
     verify: VerifyFunction
 
     def __init__(
@@ -254,6 +259,7 @@ class JWTVerifier:
         clock: Clock | None = None,
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
+        telemetry: bool | Telemetry = False,
         **settings: Unpack[JWTSettings],
     ) -> None:
         # The setting keywords are JWTConfig's fields (JWTSettings): a
@@ -278,13 +284,24 @@ class JWTVerifier:
             raise ConfigurationError("clock must be a callable returning seconds")
         if on_reject is not None and not callable(on_reject):
             raise ConfigurationError("on_reject must be a callable")
+        # Telemetry (grelmicro.jwt.otel): counts refusals on the refusal path,
+        # accepted misses around the engine, hits from the cache's counters.
+        options = Telemetry.of(telemetry)
+        reporter = None if options is None else Reporter(options, self)
+        if reporter is not None:
+            on_reject = reporter.on_reject(on_reject)
+        object.__setattr__(self, "_telemetry", reporter)
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_clock", clock or time.time)
         object.__setattr__(self, "_hook", on_reject)
-        object.__setattr__(self, "_counters", [0, 0] if cache_stats else None)
+        counting = cache_stats or reporter is not None
+        object.__setattr__(self, "_counters", [0, 0] if counting else None)
         object.__setattr__(self, "_router", None)
+        object.__setattr__(self, "_skipped", ())
         if jwks_url is None and discover is None and issuers is None:
-            self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+            if reporter is not None:
+                reporter.bind(config.issuer, _allowed(config), [])
+            self._install_static(keys, jwks, allow_symmetric=allow_symmetric)
             return
         # Keys from the network, or several issuers each bound to its keys.
         if keys is not None or jwks is not None:
@@ -303,6 +320,9 @@ class JWTVerifier:
         )
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
+        if reporter is not None:
+            named = (*config.issuer, *router.issuers)
+            reporter.bind(named, _allowed(config), router._sources)
         router.on_removed(weak_callback(self._drop_cache))
         self._install_engine(router)
 
@@ -429,6 +449,9 @@ class JWTVerifier:
         ``_ROTATION``.
         """
         config = self.config
+        object.__setattr__(self, "_engine", engine)  # the core's own (keeps_cache_of reads it)
+        if self._telemetry is not None:  # counts the misses it verifies (hits stay in the core)
+            engine = self._telemetry.engine(engine)
         if cache is not None:  # kept across an addition of keys: same table, new engine
             cache = cache.rebind(engine.verify_until)
         else:
@@ -449,7 +472,6 @@ class JWTVerifier:
                     clock=self._clock,
                     count=counters is not None,
                 )
-        object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_cache", cache)
         route = (cache if cache is not None else _no_cache(engine, self._clock))._table
         front: _core.VerifyCall | None = getattr(self, "verify", None)
@@ -481,7 +503,19 @@ class JWTVerifier:
         """
         if self._router is not None:
             raise ConfigurationError("this verifier's keys come from the network; rotate() is off")
-        self._install(_key_set(keys, jwks, allow_symmetric=allow_symmetric))
+        self._install_static(keys, jwks, allow_symmetric=allow_symmetric)
+
+    def _install_static(
+        self,
+        keys: Sequence[Key] | None,
+        jwks: Mapping[str, Any] | str | bytes | None,
+        *,
+        allow_symmetric: bool,
+    ) -> None:
+        """Install keys given in code; ``health()`` lists the keys left out."""
+        key_set, skipped = _key_set(keys, jwks, allow_symmetric=allow_symmetric)
+        self._install(key_set)
+        object.__setattr__(self, "_skipped", skipped)
 
     # -- keys from the network: engine, lifecycle, health -----------------
 
@@ -550,8 +584,8 @@ class JWTVerifier:
 
     def health(self) -> KeySourceHealth:
         """Whether keys are loaded and fresh enough, with counters (static keys: ready)."""
-        if self._router is None:
-            return KeySourceHealth(ready=True)  # static keys: nothing to fetch, no counters
+        if self._router is None:  # static keys: nothing to fetch, no counters
+            return KeySourceHealth(ready=True, skipped_keys=self._skipped)
         return self._router.health()
 
     @property
@@ -616,7 +650,8 @@ def _key_set(
     jwks: Mapping[str, Any] | str | bytes | None,
     *,
     allow_symmetric: bool,
-) -> _core.KeySet:
+) -> tuple[_core.KeySet, tuple[tuple[str | None, str], ...]]:
+    """The key set of keys given in code, and ``(kid, reason)`` of every key left out."""
     _check_flags(allow_symmetric=allow_symmetric)
     cores: list[_core.Key] = []
     if keys is not None:
@@ -633,14 +668,15 @@ def _key_set(
             )
             for kid, reason in document.skipped:
                 logger.warning("JWKS key %r skipped: %s", kid, reason)
+            note_padded(document.keys, "JWKS")
             if not cores:
-                return document
+                return document, tuple(document.skipped)
             # Every JWKS key, conflicting ones included: combined with keys=,
             # a kid naming two different keys stays unusable (design.md §3).
-            reported = set(document.skipped)
+            reported = list(document.skipped)
             cores.extend(document.keys)
         else:
-            reported = set()
+            reported = []
         if not cores:
             raise ConfigurationError("no keys: pass keys=[...] or jwks=...")
         combined = _core.KeySet(cores)
@@ -649,4 +685,10 @@ def _key_set(
     for kid, reason in combined.skipped:
         if (kid, reason) not in reported:
             logger.warning("key %r skipped: %s", kid, reason)
-    return combined
+            reported.append((kid, reason))
+    return combined, tuple(reported)
+
+
+def _allowed(config: JWTConfig) -> tuple[str, ...]:
+    """The algorithms a token can verify with (what telemetry may name)."""
+    return tuple(config.algorithms or _core.algorithms())

@@ -99,6 +99,7 @@ def test_algorithms_are_the_closed_set() -> None:
         *forge.RSA_ALGORITHMS,
         *forge.EC_ALGORITHMS,
         *forge.EDDSA_ALGORITHMS,
+        *forge.MLDSA_ALGORITHMS,
     ]
     assert "none" not in [name.lower() for name in grelmicro_core.algorithms()]
 

@@ -172,7 +172,9 @@ OCT = forge.oct_jwk(b"s" * 32)
         (OCT, False, "invalid-key"),
         (OCT, True, "ok"),
         ({**OCT, "alg": "HS512"}, True, "weak-key"),
-        ({k: v for k, v in OCT.items() if k != "alg"}, True, "invalid-key"),
+        # No alg: bound to the HMAC family (HS256 unless algorithms= choose).
+        ({k: v for k, v in OCT.items() if k != "alg"}, True, "ok"),
+        ({k: v for k, v in OCT.items() if k != "alg"}, False, "invalid-key"),
         ({**OCT, "alg": "RS256"}, True, "invalid-key"),
         ({**OCT, "k": "not base64!"}, True, "invalid-key"),
     ],

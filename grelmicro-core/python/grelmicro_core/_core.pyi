@@ -53,7 +53,7 @@ class Key:
         """An HMAC secret (HS256/384/512), at least as long as the hash output."""
     @staticmethod
     def pem(data: str | bytes, algorithm: str, kid: str | None = None) -> Key:
-        """A public key in PEM (SPKI, PKCS#1 RSA or X.509 certificate)."""
+        """A public key in PEM (SPKI, ML-DSA SPKI included; PKCS#1 RSA or X.509 certificate)."""
     @staticmethod
     def jwk(
         document: str | bytes,
@@ -61,9 +61,15 @@ class Key:
         *,
         allow_symmetric: bool = False,
     ) -> Key:
-        """One JWK given as JSON text."""
+        """One JWK given as JSON text (``AKP``: ML-DSA, its ``alg`` required)."""
     @property
     def algorithm(self) -> str: ...
+    @property
+    def algorithms(self) -> list[str]:
+        """Every algorithm the key can verify (a JWK without ``alg``: its family)."""
+    @property
+    def padded(self) -> bool:
+        """Whether EC coordinates shorter than the curve size were left-padded."""
     @property
     def kid(self) -> str | None: ...
     @property
@@ -239,14 +245,14 @@ class ProofVerifier:
         """Check one proof; ``(replay_key, iat, nonce)`` when it is accepted."""
     @property
     def algorithms(self) -> list[str]:
-        """Algorithms proofs may be signed with (public-key ones only)."""
+        """Algorithms proofs may be signed with (public-key ones only; ML-DSA only when named)."""
     @property
     def max_age(self) -> float: ...
     @property
     def leeway(self) -> float: ...
 
 def jwk_thumbprint(document: str | bytes) -> str:
-    """The RFC 7638 SHA-256 thumbprint of a public JWK given as JSON text."""
+    """The RFC 7638 SHA-256 thumbprint of a public JWK given as JSON text (RSA, EC, OKP, AKP)."""
 
 def normalize_htu(uri: str) -> str | None:
     """``uri`` as RFC 9449 compares ``htu``; ``None`` if not an absolute http(s) URI."""

@@ -7,7 +7,7 @@
 
 use jiter::{Jiter, NumberAny, NumberInt, Peek};
 
-use crate::error::{malformed, Detail, Error, ErrorKind, Result};
+use crate::error::{capped, malformed, Detail, Error, ErrorKind, Result};
 use crate::json::{duplicate_member, value, Builder, Items, NON_FINITE};
 use crate::policy::{Policy, REGISTERED};
 
@@ -253,7 +253,7 @@ pub fn decode<B: Builder>(
         name = jiter.next_key()?;
     }
     jiter.finish()?;
-    check(policy, &seen, now)?;
+    check(policy, &seen, now).map_err(|err| with_seen(err, payload, policy.max_depth))?;
     Ok(Verified {
         claims: builder.finish_root(object)?,
         valid_until: valid_until(policy, &seen),
@@ -270,6 +270,36 @@ fn valid_until(policy: &Policy, seen: &Seen) -> Option<f64> {
         Some(max_age) => seen.exp.min(seen.iat + max_age),
         None => seen.exp,
     })
+}
+
+/// Most values of a token's `aud` kept as context of a refusal.
+const MAX_SEEN: usize = 8;
+
+/// An issuer or audience refusal gets what the token said (`seen`: its
+/// `iss`, or its `aud` values, each capped, at most [`MAX_SEEN`]), so the
+/// message can show it beside what was expected. Read again from the
+/// payload on the error path only: accepted tokens pay nothing.
+#[cold]
+fn with_seen(err: Error, payload: &[u8], max_depth: usize) -> Error {
+    let claim = match err.kind() {
+        ErrorKind::Issuer => "iss",
+        ErrorKind::Audience => "aud",
+        _ => return err,
+    };
+    let Ok(root) = crate::json::Value::parse(payload, max_depth) else {
+        return err;
+    };
+    let values: Vec<String> = match root.get(claim) {
+        Some(crate::json::Value::String(text)) => vec![capped(text)],
+        Some(crate::json::Value::Array(items)) => items
+            .iter()
+            .filter_map(crate::json::Value::as_str)
+            .take(MAX_SEEN)
+            .map(capped)
+            .collect(),
+        _ => return err,
+    };
+    err.detail("seen", Detail::Texts(values))
 }
 
 /// Formats a time for a message: integral seconds without a fraction.

@@ -234,8 +234,42 @@ fn messages_carry_times_only() {
         ..Default::default()
     });
     let err = run(r#"{"iss":"https://evil/"}"#, &p, 0.0).unwrap_err();
+    // What was expected, and what the token said (for the message to show).
     assert_eq!(
         err.context(),
-        &[("expected", Detail::Texts(vec!["https://i/".into()]))]
+        &[
+            ("expected", Detail::Texts(vec!["https://i/".into()])),
+            ("seen", Detail::Texts(vec!["https://evil/".into()])),
+        ]
     );
+}
+
+#[test]
+fn audience_refusals_carry_the_token_values_capped() {
+    let p = policy(PolicyOptions {
+        audiences: vec!["api".into()],
+        required: vec![],
+        ..Default::default()
+    });
+    let long = "a".repeat(300);
+    let many: Vec<String> = (0..20).map(|i| format!("\"x{i}\"")).collect();
+    let err = run(
+        &format!(r#"{{"aud":["{long}",{}]}}"#, many.join(",")),
+        &p,
+        0.0,
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Audience);
+    let Some((_, Detail::Texts(seen))) = err.context().iter().find(|(n, _)| *n == "seen") else {
+        panic!("no seen context: {:?}", err.context());
+    };
+    assert_eq!(seen.len(), 8);
+    assert_eq!(seen[0].len(), 128);
+    assert_eq!(seen[1], "x0");
+    // The message itself quotes nothing from the token.
+    assert!(!err.message().contains("x0"));
+    let err = run(r#"{"aud":"API"}"#, &p, 0.0).unwrap_err();
+    assert!(err
+        .context()
+        .contains(&("seen", Detail::Texts(vec!["API".into()]))));
 }

@@ -194,9 +194,10 @@ fn config(message: &'static str) -> Error {
 impl ProofVerifier {
     pub fn new(options: ProofOptions) -> Result<ProofVerifier> {
         let allowed = match &options.algorithms {
+            // ML-DSA (opt-in) proofs are allowed only when named.
             None => Algorithm::ALL
                 .into_iter()
-                .filter(|a| a.family() != Family::Hmac)
+                .filter(|a| a.family() != Family::Hmac && !a.opt_in())
                 .collect(),
             Some(names) => {
                 let mut set = AlgorithmSet::EMPTY;

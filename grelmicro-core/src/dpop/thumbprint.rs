@@ -35,10 +35,12 @@ pub fn thumbprint(jwk: &Value) -> Result<String> {
         Some(KeyType::Rsa) => ("RSA", &["e", "kty", "n"]),
         Some(KeyType::Ec) => ("EC", &["crv", "kty", "x", "y"]),
         Some(KeyType::Okp) => ("OKP", &["crv", "kty", "x"]),
+        // RFC 9964: an AKP key's thumbprint covers its alg, kty and pub.
+        Some(KeyType::Akp) => ("AKP", &["alg", "kty", "pub"]),
         Some(KeyType::Oct) | None => {
             return Err(Error::new(
                 ErrorKind::InvalidKey,
-                "JWK kty has no thumbprint here (RSA, EC or OKP)",
+                "JWK kty has no thumbprint here (RSA, EC, OKP or AKP)",
             ))
         }
     };

@@ -129,28 +129,164 @@ fn is_public_key_binary(bytes: &[u8]) -> bool {
     is_public_key_der(bytes) || is_raw_ec_point(bytes) || is_ssh_blob(bytes)
 }
 
+/// The DER SEQUENCE at the start of `bytes` (tag, length and contents),
+/// without whatever follows it; `None` when it is not one or does not fit.
+fn der_sequence(bytes: &[u8]) -> Option<&[u8]> {
+    let [der::SEQUENCE, first, rest @ ..] = bytes else {
+        return None;
+    };
+    let (length, header) = if *first < 0x80 {
+        (usize::from(*first), 2)
+    } else {
+        let count = usize::from(first & 0x7f);
+        if count == 0 || count > 4 || rest.len() < count {
+            return None;
+        }
+        let length = rest[..count]
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        (length, 2 + count)
+    };
+    bytes.get(..header.checked_add(length)?)
+}
+
+/// Base64 text read leniently: both alphabets, every other character
+/// (punctuation, quotes, whitespace, padding, armour words' non-alphabet
+/// parts) skipped, the first `skip` alphabet characters dropped (a stray
+/// leading `-`), a trailing partial group dropped.
+fn lenient_base64(text: &[u8], skip: usize) -> Vec<u8> {
+    let sextet = |b: u8| -> Option<u32> {
+        let value = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        Some(u32::from(value))
+    };
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for value in text.iter().filter_map(|b| sextet(*b)).skip(skip) {
+        acc = (acc << 6) | value;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// Base64 of a public key's DER that picked up stray characters on the way
+/// (a `:` or `.`, a leading `-`, quotes, a trailing character): read
+/// leniently at each alignment, the DER found at one of the first bytes.
+/// A random secret decodes to a well-formed SPKI, PKCS#1 key or certificate
+/// with negligible probability, so this refuses no real secret.
+fn is_mangled_base64_der(text: &[u8]) -> bool {
+    // Line breaks escaped as in a JSON or shell string (`\n`): the `n` is
+    // a base64 letter, so the escapes go first.
+    let unescaped: Vec<u8>;
+    let text = if memchr::memchr(b'\\', text).is_some() {
+        unescaped = unescape_breaks(text);
+        &unescaped
+    } else {
+        text
+    };
+    (0..4).any(|skip| {
+        let bytes = lenient_base64(text, skip);
+        (0..bytes.len().min(3)).any(|start| {
+            der_sequence(&bytes[start..]).is_some_and(|der| der.len() > 2 && is_public_key_der(der))
+        })
+    })
+}
+
+/// `text` without the escaped line breaks `\n`, `\r` and `\t`.
+fn unescape_breaks(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.iter().copied().peekable();
+    while let Some(byte) = bytes.next() {
+        if byte == b'\\' && matches!(bytes.peek(), Some(b'n' | b'r' | b't')) {
+            bytes.next();
+            continue;
+        }
+        out.push(byte);
+    }
+    out
+}
+
+/// PEM (or RFC 4716) armour in any case and with any run of dashes: a
+/// `BEGIN` or `END` after dashes, then a label naming a key or certificate.
+fn has_armour(text: &[u8]) -> bool {
+    let lower = text.to_ascii_lowercase();
+    if memchr::memmem::find(&lower, b"-----begin").is_some()
+        || memchr::memmem::find(&lower, b"-----end").is_some()
+    {
+        return true;
+    }
+    let armour_line = |word: &[u8]| {
+        memchr::memmem::find_iter(&lower, word).any(|at| {
+            let rest = &lower[at + word.len()..];
+            let label = &rest[..rest
+                .iter()
+                .position(|b| matches!(b, b'-' | b'\n'))
+                .unwrap_or(rest.len())];
+            lower[..at].trim_ascii_end().ends_with(b"--")
+                && label.first().is_some_and(u8::is_ascii_whitespace)
+                && (memchr::memmem::find(label, b"key").is_some()
+                    || memchr::memmem::find(label, b"certificate").is_some())
+        })
+    };
+    armour_line(b"begin") || armour_line(b"end")
+}
+
+/// `text` without the whitespace, quotes and punctuation a copy and paste
+/// wraps around a value.
+fn unwrapped(text: &[u8]) -> &[u8] {
+    const WRAPPING: &[u8] = b"\"'`,;:.<>";
+    let start = text
+        .iter()
+        .position(|b| !(b.is_ascii_whitespace() || WRAPPING.contains(b)))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|b| !(b.is_ascii_whitespace() || WRAPPING.contains(b)))
+        .map_or(start, |i| i + 1);
+    &text[start..end.max(start)]
+}
+
 /// A public key must never become an HMAC secret: anyone holding the public
-/// key could then forge tokens. Refused: PEM (and RFC 4716 SSH) text, OpenSSH
-/// public key and certificate lines, JWK/JWKS text (also after a BOM, with
-/// duplicate members, nested deep, or as a Python `repr`), DER of a key or
-/// certificate, a raw EC point, and the base64 (either alphabet, any
-/// whitespace) or hex of those binary forms.
+/// key could then forge tokens. Refused: PEM (and RFC 4716 SSH) armour in
+/// any case, OpenSSH public key and certificate lines, JWK/JWKS text (also
+/// after a BOM, with duplicate members, nested deep, as a Python `repr`, or
+/// wrapped in quotes), DER of a key or certificate (also followed by stray
+/// bytes), a raw EC point, the hex of those binary forms, and their base64
+/// (either alphabet, any whitespace, and with stray punctuation, quotes or
+/// a leading `-` mixed in).
 pub(super) fn is_public_key(secret: &[u8]) -> bool {
     const BOM: &[u8] = b"\xEF\xBB\xBF";
     let unmarked = secret.strip_prefix(BOM).unwrap_or(secret);
     let trimmed = unmarked.trim_ascii();
-    if memchr::memmem::find(secret, b"-----BEGIN").is_some()
-        || memchr::memmem::find(secret, b"---- BEGIN SSH2").is_some()
+    let inner = unwrapped(trimmed);
+    if has_armour(secret) {
+        return true;
+    }
+    if [trimmed, inner]
+        .iter()
+        .any(|text| is_ssh_line(text) || is_jwk_text(text))
+        || is_public_key_binary(secret)
+        || der_sequence(secret).is_some_and(is_public_key_der)
     {
         return true;
     }
-    if is_ssh_line(trimmed) || is_jwk_text(trimmed) || is_public_key_binary(secret) {
+    if [trimmed, inner]
+        .iter()
+        .filter_map(|text| hex_decode(text))
+        .any(|bytes| is_public_key_binary(&bytes))
+    {
         return true;
-    }
-    if let Some(bytes) = hex_decode(trimmed) {
-        if is_public_key_binary(&bytes) {
-            return true;
-        }
     }
     // Base64 of DER (how some identity providers display a key): normalise
     // the URL-safe alphabet, then decode forgivingly (whitespace, padding).
@@ -163,4 +299,5 @@ pub(super) fn is_public_key(secret: &[u8]) -> bool {
         })
         .collect();
     base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_binary(&der))
+        || is_mangled_base64_der(unmarked)
 }

@@ -11,9 +11,13 @@ use crate::token;
 
 impl Key {
     /// One JWK (RFC 7517). `algorithm` must agree with the JWK's own `alg`
-    /// when both are given; without either, RSA keys default to RS256 and
-    /// EC/OKP keys follow their curve. Symmetric (`oct`) keys need
-    /// `allow_symmetric`.
+    /// when both are given. Without either, the key is bound to its key
+    /// type's family ([`Key::algorithms`]): RSA keys to RS256/384/512 and
+    /// PS256/384/512, `oct` keys to the HS* their length allows (a
+    /// verifier's `algorithms` choose within it; without them RS256 or
+    /// HS256), EC/OKP keys to their curve's one algorithm. Symmetric
+    /// (`oct`) keys need `allow_symmetric`. EC coordinates shorter than the
+    /// curve size are left-padded ([`Key::padded`]).
     pub fn jwk(jwk: &Value, algorithm: Option<Algorithm>, allow_symmetric: bool) -> Result<Key> {
         let Value::Object(_) = jwk else {
             return Err(invalid_key("a JWK must be a JSON object"));
@@ -51,26 +55,27 @@ impl Key {
 
         match kty {
             Some(KeyType::Rsa) => {
-                let algorithm = chosen.unwrap_or(Algorithm::RS256);
                 let n = required("n")?;
                 let e = required("e")?;
-                Key::rsa_pkcs1(&der::rsa_public_key(&n, &e), algorithm, kid)
+                let pkcs1 = der::rsa_public_key(&n, &e);
+                match chosen {
+                    Some(algorithm) => Key::rsa_pkcs1(&pkcs1, algorithm, kid),
+                    None => Key::rsa_family(&pkcs1, kid),
+                }
             }
             Some(kty @ (KeyType::Ec | KeyType::Okp)) => {
                 let crv = text("crv")?.ok_or_else(|| invalid_key("JWK has no crv"))?;
                 let (curve, algorithm) = rules::check_jwk_curve(kty, crv, chosen)?;
                 let x = required("x")?;
                 if curve == Curve::Ed25519 {
-                    rules::check_coordinates(curve, &x, None)?;
+                    rules::check_okp(&x)?;
                     return Key::public(&x, algorithm, kid, KeyType::Okp);
                 }
                 let y = required("y")?;
-                rules::check_coordinates(curve, &x, Some(&y))?;
-                let mut point = Vec::with_capacity(1 + 2 * curve.coordinate_len());
-                point.push(0x04);
-                point.extend_from_slice(&x);
-                point.extend_from_slice(&y);
-                Key::public(&point, algorithm, kid, KeyType::Ec)
+                let (point, padded) = rules::ec_point(curve, &x, &y)?;
+                let mut key = Key::public(&point, algorithm, kid, KeyType::Ec)?;
+                key.padded = padded;
+                Ok(key)
             }
             Some(KeyType::Oct) => {
                 if !allow_symmetric {
@@ -78,11 +83,17 @@ impl Key {
                         "symmetric (oct) JWKs are refused unless explicitly allowed",
                     ));
                 }
-                let algorithm = chosen.ok_or_else(|| {
-                    invalid_key("an oct JWK needs an alg (HS256, HS384 or HS512)")
-                })?;
                 let k = required("k")?;
-                Key::secret(&k, algorithm, kid)
+                match chosen {
+                    Some(algorithm) => Key::secret(&k, algorithm, kid),
+                    None => Key::secret_family(&k, kid),
+                }
+            }
+            Some(KeyType::Akp) => {
+                let algorithm = rules::check_akp_alg(text("alg")?, chosen)?;
+                let public = required("pub")?;
+                rules::check_mldsa_public(&public, algorithm)?;
+                Key::public(&public, algorithm, kid, KeyType::Akp)
             }
             None => Err(invalid_key("JWK kty is not supported")),
         }

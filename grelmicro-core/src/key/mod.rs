@@ -10,13 +10,15 @@
 use aws_lc_rs::digest;
 use aws_lc_rs::signature::ParsedPublicKey;
 
-use crate::algorithm::{Algorithm, Family};
+use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::der;
 use crate::error::{invalid_key, Error, ErrorKind, Result};
 
 mod forms;
 mod jwk;
 mod mac;
+#[cfg(test)]
+mod mldsa_tests;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -33,16 +35,20 @@ pub enum KeyType {
     Ec,
     /// An octet key pair (here, Ed25519; RFC 8037).
     Okp,
+    /// An algorithm key pair (here, ML-DSA; RFC 9964): bound to one
+    /// algorithm by its required `alg`.
+    Akp,
 }
 
 impl KeyType {
-    /// The JWK name: `oct`, `RSA`, `EC` or `OKP`.
+    /// The JWK name: `oct`, `RSA`, `EC`, `OKP` or `AKP`.
     pub const fn as_str(self) -> &'static str {
         match self {
             KeyType::Oct => "oct",
             KeyType::Rsa => "RSA",
             KeyType::Ec => "EC",
             KeyType::Okp => "OKP",
+            KeyType::Akp => "AKP",
         }
     }
 
@@ -53,6 +59,7 @@ impl KeyType {
             "RSA" => KeyType::Rsa,
             "EC" => KeyType::Ec,
             "OKP" => KeyType::Okp,
+            "AKP" => KeyType::Akp,
             _ => return None,
         })
     }
@@ -137,30 +144,44 @@ enum Material {
     Public(ParsedPublicKey),
 }
 
-/// A verification key bound to one algorithm.
+/// A verification key, bound to one algorithm, or to its key type's family
+/// when a JWK names no `alg` (see [`Key::algorithms`]).
 pub struct Key {
+    /// The algorithm the key is bound to; for a family key, the family's
+    /// conservative default (RS256, HS256), the only one it verifies when
+    /// the verifier is given no `algorithms`.
     algorithm: Algorithm,
+    /// For a key of a JWK without `alg`: every algorithm of its family it
+    /// can verify, among which a verifier's `algorithms` choose.
+    family: Option<AlgorithmSet>,
     kid: Option<String>,
     kty: KeyType,
-    material: Material,
-    /// SHA-256 over the algorithm and the key bytes: tells two keys apart
-    /// without keeping or showing the bytes themselves.
+    /// One parsed form per algorithm the key verifies (one, unless a family key).
+    material: Box<[(Algorithm, Material)]>,
+    /// EC coordinates shorter than the curve size were left-padded.
+    padded: bool,
+    /// SHA-256 over the algorithm (or family) and the key bytes: tells two
+    /// keys apart without keeping or showing the bytes themselves.
     fingerprint: [u8; 32],
+    /// SHA-256 over the key type and the key bytes alone: the same key
+    /// material, whatever algorithms it is bound to.
+    material_id: [u8; 32],
 }
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Key")
             .field("algorithm", &self.algorithm.name())
+            .field("family", &self.family.is_some())
             .field("kid", &self.kid)
             .field("kty", &self.kty.as_str())
             .finish_non_exhaustive()
     }
 }
 
-fn fingerprint(algorithm: Algorithm, bytes: &[u8]) -> [u8; 32] {
+fn fingerprint(label: &str, bytes: &[u8]) -> [u8; 32] {
     let mut ctx = digest::Context::new(&digest::SHA256);
-    ctx.update(algorithm.name().as_bytes());
+    ctx.update(label.as_bytes());
     ctx.update(&[0]);
     ctx.update(bytes);
     let mut out = [0u8; 32];
@@ -168,17 +189,71 @@ fn fingerprint(algorithm: Algorithm, bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// The RSA algorithms an RSA key without `alg` may verify.
+const RSA_FAMILY: [Algorithm; 6] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+];
+
+/// The HMAC algorithms an `oct` key without `alg` may verify (each needs a
+/// secret at least as long as its hash output).
+const HMAC_FAMILY: [Algorithm; 3] = [Algorithm::HS256, Algorithm::HS384, Algorithm::HS512];
+
 impl Key {
     /// An HMAC secret for HS256/384/512.
     pub fn secret(secret: &[u8], algorithm: Algorithm, kid: Option<String>) -> Result<Key> {
         let hash = rules::check_secret(secret, algorithm)?;
         Ok(Key {
             algorithm,
+            family: None,
             kid: rules::check_kid(kid)?,
             kty: KeyType::Oct,
-            material: Material::Hmac(mac::MacKey::new(hash, secret)),
-            fingerprint: fingerprint(algorithm, secret),
+            material: Box::new([(algorithm, Material::Hmac(mac::MacKey::new(hash, secret)))]),
+            padded: false,
+            fingerprint: fingerprint(algorithm.name(), secret),
+            material_id: fingerprint(KeyType::Oct.as_str(), secret),
         })
+    }
+
+    /// A secret of an `oct` JWK without `alg`: HS256, and HS384/HS512 when
+    /// the secret is long enough for them; a verifier's `algorithms` choose.
+    pub(super) fn secret_family(secret: &[u8], kid: Option<String>) -> Result<Key> {
+        // HS256's rules (never a public key, at least 32 bytes) gate the key.
+        let mut key = Key::secret(secret, Algorithm::HS256, kid)?;
+        let mut material = Vec::with_capacity(HMAC_FAMILY.len());
+        for algorithm in HMAC_FAMILY {
+            if let Ok(hash) = rules::check_secret(secret, algorithm) {
+                material.push((algorithm, Material::Hmac(mac::MacKey::new(hash, secret))));
+            }
+        }
+        key.family = Some(material.iter().map(|(a, _)| *a).collect());
+        key.material = material.into_boxed_slice();
+        key.fingerprint = key.material_id;
+        Ok(key)
+    }
+
+    /// An RSA key of a JWK without `alg`: RS256/384/512 and PS256/384/512,
+    /// among which a verifier's `algorithms` choose (RS256 without them).
+    /// The RSA size and exponent rules hold for every one of them.
+    pub(super) fn rsa_family(pkcs1: &[u8], kid: Option<String>) -> Result<Key> {
+        let mut key = Key::rsa_pkcs1(pkcs1, Algorithm::RS256, kid)?;
+        let mut material = Vec::with_capacity(RSA_FAMILY.len());
+        for algorithm in RSA_FAMILY {
+            let verification = algorithm
+                .verification()
+                .ok_or_else(|| invalid_key("not a public-key algorithm"))?;
+            let parsed = ParsedPublicKey::new(verification, pkcs1)
+                .map_err(|_| invalid_key("the RSA public key is invalid"))?;
+            material.push((algorithm, Material::Public(parsed)));
+        }
+        key.family = Some(RSA_FAMILY.into_iter().collect());
+        key.material = material.into_boxed_slice();
+        key.fingerprint = key.material_id;
+        Ok(key)
     }
 
     /// A public key in PEM: SPKI (`PUBLIC KEY`), PKCS#1 (`RSA PUBLIC KEY`)
@@ -261,15 +336,47 @@ impl Key {
         })?;
         Ok(Key {
             algorithm,
+            family: None,
             kid: rules::check_kid(kid)?,
             kty,
-            material: Material::Public(parsed),
-            fingerprint: fingerprint(algorithm, bytes),
+            material: Box::new([(algorithm, Material::Public(parsed))]),
+            padded: false,
+            fingerprint: fingerprint(algorithm.name(), bytes),
+            material_id: fingerprint(kty.as_str(), bytes),
         })
     }
 
+    /// The algorithm the key is bound to; for a key of a JWK without `alg`,
+    /// its family's default (RS256 or HS256).
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
+    }
+
+    /// Every algorithm the key can verify: its own (with the other name of
+    /// Ed25519), or its whole family for a key of a JWK without `alg`.
+    pub fn algorithms(&self) -> AlgorithmSet {
+        self.family
+            .unwrap_or_else(|| AlgorithmSet::accepted_by(self.algorithm))
+    }
+
+    /// Whether the key came from a JWK without `alg` (bound to a family).
+    pub fn is_family(&self) -> bool {
+        self.family.is_some()
+    }
+
+    /// Whether the key verifies tokens under `alg`. `chosen`: the verifier
+    /// was given `algorithms`, which then choose within a family key's
+    /// family; without them a family key verifies its default alone.
+    pub fn serves(&self, alg: Algorithm, chosen: bool) -> bool {
+        match self.family {
+            Some(family) if chosen => family.contains(alg),
+            _ => self.algorithm.accepts(alg),
+        }
+    }
+
+    /// Whether EC coordinates shorter than the curve size were left-padded.
+    pub fn padded(&self) -> bool {
+        self.padded
     }
 
     pub fn kid(&self) -> Option<&str> {
@@ -284,15 +391,29 @@ impl Key {
         &self.fingerprint
     }
 
-    /// Whether two keys hold the same algorithm and key bytes.
+    /// Whether two keys are one: the same key bytes, and the algorithms of
+    /// one include the other's (a key of a JWK without `alg` and the same
+    /// key bound to one of its family's algorithms; Ed25519 under either
+    /// name). The same bytes bound to two different algorithms are not.
     pub(crate) fn same_material(&self, other: &Key) -> bool {
-        self.fingerprint == other.fingerprint
+        if self.fingerprint == other.fingerprint {
+            return true;
+        }
+        let (mine, theirs) = (self.algorithms(), other.algorithms());
+        let common = mine.intersection(theirs);
+        self.material_id == other.material_id && (common == mine || common == theirs)
     }
 
     /// Checks `signature` over `message`. Failures say nothing but their kind.
     pub fn verify(&self, alg: Algorithm, message: &[u8], signature: &[u8]) -> Result<()> {
         const BAD: Error = Error::new(ErrorKind::Signature, "signature verification failed");
-        match &self.material {
+        let Some((_, material)) = self.material.iter().find(|(own, _)| own.accepts(alg)) else {
+            return Err(Error::new(
+                ErrorKind::Algorithm,
+                "token alg does not match the key",
+            ));
+        };
+        match material {
             Material::Hmac(key) if key.verify(message, signature) => Ok(()),
             Material::Hmac(_) => Err(BAD),
             Material::Public(key) => {

@@ -202,6 +202,24 @@ pub(super) fn check_spki(info: &der::Spki<'_>, algorithm: Algorithm) -> Result<K
             check_ed25519(info.key)?;
             Ok(KeyType::Okp)
         }
+        der::OID_ML_DSA_44 | der::OID_ML_DSA_65 | der::OID_ML_DSA_87 => {
+            let own = match info.algorithm {
+                der::OID_ML_DSA_44 => Algorithm::MlDsa44,
+                der::OID_ML_DSA_65 => Algorithm::MlDsa65,
+                _ => Algorithm::MlDsa87,
+            };
+            if own != algorithm {
+                return Err(Error::with(
+                    ErrorKind::InvalidKey,
+                    format!("an {} key cannot verify {}", own.name(), algorithm.name()),
+                ));
+            }
+            if info.parameter.is_some() {
+                return Err(invalid_key("an ML-DSA SPKI must have no parameters"));
+            }
+            check_mldsa_public(info.key, algorithm)?;
+            Ok(KeyType::Akp)
+        }
         der::OID_RSA_PSS => Err(invalid_key(
             "RSASSA-PSS-restricted key encodings are not supported; use an rsaEncryption key",
         )),
@@ -232,17 +250,28 @@ pub(super) fn check_jwk_curve(
     Ok((curve, algorithm))
 }
 
-/// The raw coordinates of a JWK on `curve` must have the curve's length.
-pub(super) fn check_coordinates(curve: Curve, x: &[u8], y: Option<&[u8]>) -> Result<()> {
-    let size = curve.coordinate_len();
-    match y {
-        None if x.len() != size => Err(invalid_key("Ed25519 JWK x must be 32 bytes")),
-        None => check_ed25519(x),
-        Some(y) if x.len() != size || y.len() != size => {
-            Err(invalid_key("EC JWK coordinates have the wrong length"))
-        }
-        Some(_) => Ok(()),
+/// The raw key of an OKP (Ed25519) JWK: 32 bytes, not of small order.
+pub(super) fn check_okp(x: &[u8]) -> Result<()> {
+    if x.len() != Curve::Ed25519.coordinate_len() {
+        return Err(invalid_key("Ed25519 JWK x must be 32 bytes"));
     }
+    check_ed25519(x)
+}
+
+/// The uncompressed point (`0x04 || x || y`) of an EC JWK on `curve`.
+/// Coordinates shorter than the curve size are left-padded with zeros (the
+/// same integers; some libraries strip leading zero bytes): the flag says
+/// so. Longer ones, or empty ones, are refused.
+pub(super) fn ec_point(curve: Curve, x: &[u8], y: &[u8]) -> Result<(Vec<u8>, bool)> {
+    let size = curve.coordinate_len();
+    if x.is_empty() || y.is_empty() || x.len() > size || y.len() > size {
+        return Err(invalid_key("EC JWK coordinates have the wrong length"));
+    }
+    let mut point = vec![0u8; 1 + 2 * size];
+    point[0] = 0x04;
+    point[1 + size - x.len()..=size].copy_from_slice(x);
+    point[1 + 2 * size - y.len()..].copy_from_slice(y);
+    Ok((point, x.len() < size || y.len() < size))
 }
 
 // --- JWK members --------------------------------------------------------------
@@ -267,7 +296,8 @@ pub(super) fn check_jwk_members(
             return Err(invalid_key("JWK key_ops does not allow verify"));
         }
     }
-    const PRIVATE: [&str; 7] = ["d", "p", "q", "dp", "dq", "qi", "oth"];
+    // `priv`: the private key of an AKP (ML-DSA) JWK (RFC 9964).
+    const PRIVATE: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "priv"];
     if kty != Some(KeyType::Oct) && PRIVATE.iter().any(|m| jwk.get(m).is_some()) {
         return Err(invalid_key("JWK holds private key material"));
     }
@@ -299,6 +329,54 @@ pub(super) fn check_jwk_alg(
         (Some(wanted), _) => Ok(Some(wanted)),
         (None, own) => Ok(own),
     }
+}
+
+// --- ML-DSA (AKP) -------------------------------------------------------------
+
+/// An `AKP` JWK names its algorithm itself (`alg` is required, RFC 9964),
+/// and that algorithm is an ML-DSA one; a requested algorithm must be the
+/// same one (checked before by [`check_jwk_alg`]). Gives the algorithm.
+pub(super) fn check_akp_alg(
+    declared: Option<&str>,
+    chosen: Option<Algorithm>,
+) -> Result<Algorithm> {
+    let Some(declared) = declared else {
+        return Err(invalid_key(
+            "an AKP JWK needs its alg (ML-DSA-44, ML-DSA-65 or ML-DSA-87; RFC 9964)",
+        ));
+    };
+    match (Algorithm::from_name(declared.as_bytes()), chosen) {
+        (Some(own), Some(wanted)) if own == wanted && own.family() == Family::MlDsa => Ok(own),
+        (Some(own), _) if own.family() != Family::MlDsa => Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!("an AKP key cannot verify {}", own.name()),
+        )),
+        _ => Err(invalid_key(
+            "AKP JWK alg differs from the requested algorithm",
+        )),
+    }
+}
+
+/// An ML-DSA public key is the raw FIPS 204 encoding of exactly its
+/// parameter set's length (checked before any parsing).
+pub(super) fn check_mldsa_public(key: &[u8], algorithm: Algorithm) -> Result<()> {
+    let Some(expected) = algorithm.mldsa_public_key_len() else {
+        return Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!("an ML-DSA key cannot verify {}", algorithm.name()),
+        ));
+    };
+    if key.len() != expected {
+        return Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!(
+                "an {} public key is {expected} bytes, got {}",
+                algorithm.name(),
+                key.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 // --- RSA ---------------------------------------------------------------------

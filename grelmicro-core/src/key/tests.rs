@@ -341,3 +341,514 @@ fn curve_and_key_type_names_round_trip() {
     assert_eq!(Curve::for_algorithm(Algorithm::RS256), None);
     assert_eq!(Curve::from_jwk("X25519"), None);
 }
+
+// --- keys of JWKs without `alg`: bound to their key type's family -----------
+
+mod family {
+    use std::sync::{Arc, OnceLock};
+
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::rsa::KeySize;
+    use aws_lc_rs::signature::{self as sig, KeyPair, RsaEncoding, RsaKeyPair};
+
+    use super::*;
+    use crate::keyset::KeySet;
+    use crate::policy::{Policy, PolicyOptions};
+    use crate::verifier::Verifier;
+
+    /// One RSA-2048 pair for every test here (generation is slow).
+    fn pair() -> &'static RsaKeyPair {
+        static PAIR: OnceLock<RsaKeyPair> = OnceLock::new();
+        PAIR.get_or_init(|| RsaKeyPair::generate(KeySize::Rsa2048).unwrap())
+    }
+
+    /// The public half of [`pair`] as a JWK, with extra members.
+    fn rsa_jwk(extra: &str) -> String {
+        let (n, e) = der::rsa_components(pair().public_key().as_ref()).unwrap();
+        format!(
+            r#"{{"kty":"RSA","n":"{}","e":"{}"{extra}}}"#,
+            token::encode(n),
+            token::encode(e)
+        )
+    }
+
+    fn encoding(alg: Algorithm) -> &'static dyn RsaEncoding {
+        match alg {
+            Algorithm::RS256 => &sig::RSA_PKCS1_SHA256,
+            Algorithm::RS384 => &sig::RSA_PKCS1_SHA384,
+            Algorithm::RS512 => &sig::RSA_PKCS1_SHA512,
+            Algorithm::PS256 => &sig::RSA_PSS_SHA256,
+            Algorithm::PS384 => &sig::RSA_PSS_SHA384,
+            _ => &sig::RSA_PSS_SHA512,
+        }
+    }
+
+    fn rsa_token(alg: Algorithm, kid: Option<&str>) -> String {
+        let header = match kid {
+            Some(kid) => format!(r#"{{"alg":"{}","kid":"{kid}"}}"#, alg.name()),
+            None => format!(r#"{{"alg":"{}"}}"#, alg.name()),
+        };
+        let input = format!(
+            "{}.{}",
+            token::encode(header.as_bytes()),
+            token::encode(br#"{"exp":10}"#)
+        );
+        let mut signature = vec![0; pair().public_modulus_len()];
+        pair()
+            .sign(
+                encoding(alg),
+                &SystemRandom::new(),
+                input.as_bytes(),
+                &mut signature,
+            )
+            .unwrap();
+        format!("{input}.{}", token::encode(&signature))
+    }
+
+    fn verifier(keys: Vec<Key>, algorithms: Option<&[&str]>) -> Verifier {
+        let keys = KeySet::new(keys.into_iter().map(Arc::new).collect()).unwrap();
+        let policy = Policy::new(PolicyOptions {
+            algorithms: algorithms.map(|names| names.iter().map(|n| (*n).to_owned()).collect()),
+            ..Default::default()
+        })
+        .unwrap();
+        Verifier::new(Arc::new(keys), Arc::new(policy)).unwrap()
+    }
+
+    const RSA: [Algorithm; 6] = [
+        Algorithm::RS256,
+        Algorithm::RS384,
+        Algorithm::RS512,
+        Algorithm::PS256,
+        Algorithm::PS384,
+        Algorithm::PS512,
+    ];
+    const RSA_NAMES: [&str; 6] = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"];
+
+    #[test]
+    fn an_alg_less_rsa_jwk_serves_the_rsa_algorithms_the_verifier_names() {
+        let key = Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap();
+        assert!(key.is_family());
+        assert_eq!(key.algorithm(), Algorithm::RS256);
+        assert_eq!(key.algorithms().iter().collect::<Vec<_>>(), RSA.to_vec());
+        let all = verifier(vec![key], Some(&RSA_NAMES));
+        for alg in RSA {
+            let token = rsa_token(alg, None);
+            assert!(all.verify(token.as_bytes(), 0.0).is_ok(), "{}", alg.name());
+        }
+        // A signature made under one RSA algorithm never passes as another.
+        let ps256 = rsa_token(Algorithm::PS256, None);
+        let relabelled = format!(
+            "{}.{}",
+            token::encode(br#"{"alg":"PS384"}"#),
+            ps256.split_once('.').unwrap().1
+        );
+        assert_eq!(
+            all.verify(relabelled.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Signature
+        );
+    }
+
+    #[test]
+    fn without_named_algorithms_an_alg_less_rsa_jwk_means_rs256() {
+        let key = Key::jwk_json(rsa_jwk(r#","kid":"k""#).as_bytes(), None, false).unwrap();
+        let v = verifier(vec![key], None);
+        assert!(v
+            .verify(rsa_token(Algorithm::RS256, Some("k")).as_bytes(), 0.0)
+            .is_ok());
+        for alg in &RSA[1..] {
+            let err = v
+                .verify(rsa_token(*alg, Some("k")).as_bytes(), 0.0)
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Algorithm);
+            // The refusal says why and what to pass.
+            assert!(err.message().contains("RS256 only"), "{}", err.message());
+            assert!(err.message().contains("algorithms="), "{}", err.message());
+        }
+        // Named algorithms choose within the family: PS256 alone.
+        let key = Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap();
+        let ps = verifier(vec![key], Some(&["PS256"]));
+        assert!(ps
+            .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
+            .is_ok());
+        assert_eq!(
+            ps.verify(rsa_token(Algorithm::RS256, None).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Algorithm
+        );
+    }
+
+    #[test]
+    fn a_family_never_crosses_into_another() {
+        let key = Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap();
+        // HMAC with an RSA key: not served, not even when HS256 is named.
+        assert!(!key.serves(Algorithm::HS256, true));
+        assert!(!key.serves(Algorithm::ES256, true));
+        assert_eq!(
+            key.verify(Algorithm::HS256, b"m", &[0; 32])
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Algorithm
+        );
+        let keys = KeySet::new(vec![Arc::new(key)]).unwrap();
+        let policy = Policy::new(PolicyOptions {
+            algorithms: Some(vec!["HS256".into()]),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            Verifier::new(Arc::new(keys), Arc::new(policy))
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidConfig
+        );
+        // An HS256 token signed with the key's public bytes as a secret.
+        let public = pair().public_key().as_ref().to_vec();
+        let input = format!(
+            "{}.{}",
+            token::encode(br#"{"alg":"HS256"}"#),
+            token::encode(br#"{"exp":10}"#)
+        );
+        let tag = hmac::sign(
+            &hmac::Key::new(hmac::HMAC_SHA256, &public),
+            input.as_bytes(),
+        );
+        let forged = format!("{input}.{}", token::encode(tag.as_ref()));
+        let key = Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap();
+        let v = verifier(vec![key], Some(&["HS256", "RS256"]));
+        assert!(!v.allows(Algorithm::HS256));
+        assert_eq!(
+            v.verify(forged.as_bytes(), 0.0).unwrap_err().kind(),
+            ErrorKind::Algorithm
+        );
+    }
+
+    #[test]
+    fn rsa_size_rules_hold_for_every_family_member() {
+        let mut n = vec![0xC5u8; 128]; // 1024 bits
+        n[127] = 0x01;
+        let jwk = format!(r#"{{"kty":"RSA","n":"{}","e":"AQAB"}}"#, token::encode(&n));
+        assert_eq!(
+            Key::jwk_json(jwk.as_bytes(), None, false)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::WeakKey
+        );
+        assert_eq!(
+            Key::jwk_json(jwk.as_bytes(), Some(Algorithm::PS256), false)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::WeakKey
+        );
+    }
+
+    #[test]
+    fn an_explicit_alg_still_binds_one_algorithm() {
+        let key = Key::jwk_json(rsa_jwk(r#","alg":"PS256""#).as_bytes(), None, false).unwrap();
+        assert!(!key.is_family());
+        assert_eq!(
+            key.algorithms(),
+            crate::algorithm::AlgorithmSet::of(Algorithm::PS256)
+        );
+        let v = verifier(vec![key], Some(&RSA_NAMES));
+        assert_eq!(
+            v.verify(rsa_token(Algorithm::RS256, None).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Algorithm
+        );
+        // Bound, family and the same key's fingerprints differ: a rotation
+        // that changes what a key verifies is never "the same key".
+        let bound = Key::jwk_json(rsa_jwk("").as_bytes(), Some(Algorithm::RS256), false).unwrap();
+        let family = Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap();
+        assert_ne!(bound.fingerprint(), family.fingerprint());
+    }
+
+    #[test]
+    fn selection_rules_hold_with_family_keys() {
+        let with_kid = |kid: &str| {
+            Key::jwk_json(
+                rsa_jwk(&format!(r#","kid":"{kid}""#)).as_bytes(),
+                None,
+                false,
+            )
+            .unwrap()
+        };
+        let family = |kid: Option<&str>| match kid {
+            Some(kid) => with_kid(kid),
+            None => Key::jwk_json(rsa_jwk("").as_bytes(), None, false).unwrap(),
+        };
+        // kid matching: the kid picks the key.
+        let v = verifier(vec![with_kid("a")], Some(&RSA_NAMES));
+        assert!(v
+            .verify(rsa_token(Algorithm::PS512, Some("a")).as_bytes(), 0.0)
+            .is_ok());
+        assert_eq!(
+            v.verify(rsa_token(Algorithm::PS512, Some("b")).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::UnknownKey
+        );
+        // A kid-less token needs exactly one candidate: a family key and
+        // another RSA key bound to PS256 both could verify PS256 when it is
+        // named...
+        let mut n = vec![0xC5u8; 256];
+        n[255] = 0x01;
+        let other_pss = || {
+            let jwk = format!(
+                r#"{{"kty":"RSA","alg":"PS256","n":"{}","e":"AQAB"}}"#,
+                token::encode(&n)
+            );
+            Key::jwk_json(jwk.as_bytes(), None, false).unwrap()
+        };
+        let named = verifier(vec![family(None), other_pss()], Some(&RSA_NAMES));
+        assert_eq!(
+            named
+                .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::UnknownKey
+        );
+        // ... while with no algorithms named the family key means RS256, so
+        // the other PS256 key is the only candidate (and its signature check
+        // fails: it is not the signer), and RS256 goes to the family key.
+        let ec = Key::jwk_json(
+            br#"{"kty":"EC","crv":"P-256","x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}"#,
+            None,
+            false,
+        )
+        .unwrap();
+        let default = verifier(vec![family(None), other_pss(), ec], None);
+        assert_eq!(
+            default
+                .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Signature
+        );
+        assert!(default
+            .verify(rsa_token(Algorithm::RS256, None).as_bytes(), 0.0)
+            .is_ok());
+        // The same key bound to PS256 and without alg is one key, not two.
+        let same = Key::jwk_json(rsa_jwk(r#","alg":"PS256""#).as_bytes(), None, false).unwrap();
+        let one = verifier(vec![family(None), same], Some(&RSA_NAMES));
+        assert!(one
+            .verify(rsa_token(Algorithm::PS256, None).as_bytes(), 0.0)
+            .is_ok());
+        // Two different family keys under one kid: the kid is unusable.
+        let doc = format!(
+            r#"{{"keys":[{},{}]}}"#,
+            rsa_jwk(r#","kid":"dup""#),
+            r#"{"kty":"RSA","kid":"dup","e":"AQAB","n":"AAAA"}"#
+        );
+        // (the second one is refused for its size, so the first stands)
+        let set = KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap();
+        assert!(set.select(Some("dup"), Algorithm::PS256, true).is_ok());
+        let other = format!(
+            r#"{{"kty":"RSA","kid":"dup","n":"{}","e":"AQAB"}}"#,
+            token::encode(&n)
+        );
+        let doc = format!(
+            r#"{{"keys":[{},{other},{}]}}"#,
+            rsa_jwk(r#","kid":"dup""#),
+            rsa_jwk(r#","kid":"ok""#)
+        );
+        let set = KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap();
+        assert_eq!(
+            set.select(Some("dup"), Algorithm::PS256, true)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::UnknownKey
+        );
+        assert!(set.select(Some("ok"), Algorithm::PS384, true).is_ok());
+    }
+
+    #[test]
+    fn one_key_bound_and_alg_less_under_one_kid_is_one_key() {
+        let bound = || {
+            Key::jwk_json(
+                rsa_jwk(r#","kid":"k""#).as_bytes(),
+                Some(Algorithm::RS256),
+                false,
+            )
+            .unwrap()
+        };
+        let family = || Key::jwk_json(rsa_jwk(r#","kid":"k""#).as_bytes(), None, false).unwrap();
+        for keys in [vec![bound(), family()], vec![family(), bound()]] {
+            let set = KeySet::new(keys.into_iter().map(Arc::new).collect()).unwrap();
+            assert!(set.skipped().is_empty());
+            assert!(set.select(Some("k"), Algorithm::RS256, false).is_ok());
+        }
+        // The same bytes bound to two different algorithms are two keys.
+        let pss = Key::jwk_json(
+            rsa_jwk(r#","kid":"k""#).as_bytes(),
+            Some(Algorithm::PS256),
+            false,
+        )
+        .unwrap();
+        let err = KeySet::new(vec![Arc::new(bound()), Arc::new(pss)]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+    }
+
+    #[test]
+    fn an_alg_less_oct_jwk_serves_the_hmac_algorithms_its_length_allows() {
+        let jwk = |len: usize| {
+            format!(
+                r#"{{"kty":"oct","k":"{}"}}"#,
+                token::encode(&vec![0x5a; len])
+            )
+        };
+        let short = Key::jwk_json(jwk(32).as_bytes(), None, true).unwrap();
+        assert!(short.is_family());
+        assert_eq!(short.algorithm(), Algorithm::HS256);
+        assert_eq!(
+            short.algorithms(),
+            crate::algorithm::AlgorithmSet::of(Algorithm::HS256)
+        );
+        let long = Key::jwk_json(jwk(64).as_bytes(), None, true).unwrap();
+        assert_eq!(long.algorithms().iter().count(), 3);
+        assert!(!long.serves(Algorithm::RS256, true));
+        assert!(long.serves(Algorithm::HS512, true));
+        assert!(!long.serves(Algorithm::HS512, false));
+        let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA512, &[0x5a; 64]), b"m");
+        assert!(long.verify(Algorithm::HS512, b"m", tag.as_ref()).is_ok());
+        assert_eq!(
+            Key::jwk_json(jwk(31).as_bytes(), None, true)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::WeakKey
+        );
+        // Only where symmetric keys are allowed at all.
+        assert_eq!(
+            Key::jwk_json(jwk(64).as_bytes(), None, false)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidKey
+        );
+        let doc = format!(r#"{{"keys":[{}]}}"#, jwk(64));
+        assert!(KeySet::from_jwks(doc.as_bytes(), false, 10).is_err());
+        assert!(KeySet::from_jwks(doc.as_bytes(), true, 10).is_ok());
+    }
+}
+
+// --- EC coordinates shorter than the curve size -----------------------------
+
+/// The P-521 generator as a public key: its x has a leading zero byte, which
+/// some libraries strip (65 bytes instead of 66).
+const P521_GX: &str = "00c6858e06b70404e9cd9e3ecb662395b4429c648139053fb521f828af606b4d3dbaa14b5e77efe75928fe1dc127a2ffa8de3348b3c1856a429bf97e7e31c2e5bd66";
+const P521_GY: &str = "011839296a789a3bc0045c8a5fb42c7d1bd998f54449579b446817afbd17273e662c97ee72995ef42640c550b9013fad0761353c7086a272c24088be94769fd16650";
+
+fn from_hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn p521_jwk(x: &[u8], y: &[u8]) -> String {
+    format!(
+        r#"{{"kty":"EC","crv":"P-521","x":"{}","y":"{}"}}"#,
+        token::encode(x),
+        token::encode(y)
+    )
+}
+
+#[test]
+fn short_ec_coordinates_are_left_padded() {
+    let (x, y) = (from_hex(P521_GX), from_hex(P521_GY));
+    assert_eq!((x.len(), x[0]), (66, 0));
+    let full = Key::jwk_json(p521_jwk(&x, &y).as_bytes(), None, false).unwrap();
+    assert!(!full.padded());
+    let short = Key::jwk_json(p521_jwk(&x[1..], &y).as_bytes(), None, false).unwrap();
+    assert!(short.padded());
+    assert_eq!(short.algorithm(), Algorithm::ES512);
+    // The same integer, so the same key.
+    assert_eq!(short.fingerprint(), full.fingerprint());
+    // Longer than the curve size (a leading zero added), or empty: refused.
+    let long = [&[0u8][..], &x].concat();
+    for jwk in [
+        p521_jwk(&long, &y),
+        p521_jwk(&x, &[0; 67]),
+        p521_jwk(&[], &y),
+    ] {
+        assert_eq!(
+            Key::jwk_json(jwk.as_bytes(), None, false)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::InvalidKey
+        );
+    }
+    // Padding does not make an off-curve point acceptable.
+    let mut off = y.clone();
+    off[65] ^= 1;
+    assert_eq!(
+        Key::jwk_json(p521_jwk(&x[1..], &off).as_bytes(), None, false)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidKey
+    );
+}
+
+/// Public-key text mangled on its way to `Key.secret`: stray punctuation,
+/// quotes, a leading `-`, armour in another case. Each form is refused;
+/// ordinary secrets of the same shapes are not.
+#[test]
+fn mangled_public_key_text_is_not_an_hmac_secret() {
+    let mut ed_spki = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    ed_spki.extend_from_slice(&[0x11; 32]);
+    let mut n = vec![0xC5u8; 256];
+    n[255] = 0x01;
+    let pkcs1 = der::rsa_public_key(&n, &[0x01, 0x00, 0x01]);
+    for der in [&ed_spki, &pkcs1] {
+        let b64 = base64_simd::STANDARD.encode_to_string(der);
+        let url = token::encode(der);
+        let (head, tail) = b64.split_at(b64.len() / 2);
+        let forms = [
+            format!("{head}:{tail}"),
+            format!("{head}.{tail}"),
+            format!("{b64}."),
+            format!("{b64}:"),
+            format!("-{b64}"),
+            format!("-{url}"),
+            format!("_{url}"),
+            format!("\"{b64}\""),
+            format!("'{b64}'"),
+            format!("`{b64}`"),
+            format!("  \"{head}\\n{tail}\"\n"),
+            format!("-----begin public key-----\n{b64}\n-----end public key-----\n"),
+            format!("-----Begin Public Key-----\n{b64}\n-----End Public Key-----"),
+            format!("----BEGIN PUBLIC KEY----\n{b64}\n----END PUBLIC KEY----"),
+            format!("-- begin rsa public key --\n{b64}"),
+        ];
+        for form in &forms {
+            assert!(refused(form.as_bytes()), "{form}");
+        }
+        // DER followed by a stray byte, a JWK in quotes.
+        assert!(refused(&[der.as_slice(), b"\n"].concat()));
+    }
+    let n64 = token::encode(&n);
+    assert!(refused(
+        format!(r#""{{"kty":"RSA","n":"{n64}","e":"AQAB"}}""#).as_bytes()
+    ));
+    // Ordinary secrets, base64-looking ones and ones with dashes included.
+    let random: Vec<u8> = (0..48u8)
+        .map(|i| i.wrapping_mul(167).wrapping_add(13))
+        .collect();
+    let b64 = base64_simd::STANDARD.encode_to_string(&random);
+    for secret in [
+        b64.clone(),
+        format!("-{b64}"),
+        format!("\"{b64}\":"),
+        token::encode(&random),
+        base64_simd::STANDARD.encode_to_string([0x30; 48]),
+        "my--end-of-key-passphrase-that-is-long-enough".to_owned(),
+        "-----this-is-a-long-random-looking-secret-----".to_owned(),
+        "0123456789abcdef".repeat(4),
+    ] {
+        assert!(!refused(secret.as_bytes()), "{secret}");
+        assert!(Key::secret(secret.as_bytes(), Algorithm::HS256, None).is_ok());
+    }
+}

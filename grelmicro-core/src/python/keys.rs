@@ -9,7 +9,8 @@ use crate::error::ErrorKind;
 use crate::key;
 use crate::keyset::{KeySet as CoreKeySet, DEFAULT_MAX_KEYS};
 
-/// A verification key bound to one algorithm.
+/// A verification key bound to one algorithm, or to its key type's family
+/// (a JWK without `alg`).
 #[pyclass(frozen, module = "grelmicro_core._core", name = "Key")]
 pub struct PyKey {
     inner: Arc<key::Key>,
@@ -80,6 +81,21 @@ impl PyKey {
     #[getter]
     fn algorithm(&self) -> &'static str {
         self.inner.algorithm().name()
+    }
+
+    /// Every algorithm the key can verify: its own, or, for a JWK without
+    /// `alg`, its family's (a verifier's `algorithms` choose among them;
+    /// without them the key verifies `algorithm` alone).
+    #[getter]
+    fn algorithms(&self) -> Vec<&'static str> {
+        let own = self.inner.algorithms();
+        crate::algorithm::Algorithm::names_where(|a| own.contains(a))
+    }
+
+    /// Whether EC coordinates shorter than the curve size were left-padded.
+    #[getter]
+    fn padded(&self) -> bool {
+        self.inner.padded()
     }
 
     #[getter]

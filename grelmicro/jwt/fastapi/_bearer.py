@@ -46,6 +46,7 @@ from grelmicro.jwt.fastapi import _app
 from grelmicro.jwt.fastapi._bindings import Binding
 from grelmicro.jwt.fastapi._challenges import BEARER, BearerError, Challenges
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation, read_credentials
+from grelmicro.jwt.otel import answered
 
 __all__ = ["JWTBearer"]
 
@@ -174,6 +175,7 @@ class JWTBearer(SecurityBase):
             if security_scopes.scopes or self._required_roles:
                 self._check_grants(claims, security_scopes.scopes)
         except BearerError as exc:
+            answered(self.verifier, exc.status_code, exc.reason)  # telemetry (otel.py)
             if connection.scope["type"] == "websocket":
                 await self._close(connection, exc)
             raise

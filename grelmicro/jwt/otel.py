@@ -1,0 +1,544 @@
+"""OpenTelemetry metrics and traces for a :class:`~grelmicro.jwt.JWTVerifier`.
+
+Turn it on with ``JWTVerifier(..., telemetry=True)`` (the global meter and
+tracer providers) or ``telemetry=Telemetry(meter_provider=...,
+tracer_provider=..., latency=True)``. Needs the ``otel`` extra
+(``pip install 'grelmicro[jwt,otel]'``, which brings ``opentelemetry-api``);
+the API is imported only when a verifier asks for telemetry, so without it
+nothing is imported and nothing is paid.
+
+What it costs: a cache hit runs no Python code of this module. Accepted
+verifications served from the cache are read from the cache's counters at
+collection time (an observable counter); a cache miss, the full
+verification, runs one small Python wrapper that counts it; a refusal is
+counted on the refusal path, which already runs Python. Key sources are
+read (``health()``) at collection time; each fetch gets a span and a
+duration. The metric and span names, units and attributes are listed in
+``docs/observability.md``; attributes only ever hold values from bounded
+sets: the stable ``reason`` of :mod:`grelmicro.jwt.errors`, issuers and
+key sources from the configuration, the verifier's algorithms.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from grelmicro.jwt import _core
+from grelmicro.jwt.errors import (
+    ConfigurationError,
+    JWTError,
+    KeysUnavailableError,
+    TokenRejectedError,
+)
+
+if TYPE_CHECKING:
+    from grelmicro.jwt._jwks import KeySource
+    from grelmicro.jwt._verifier import JWTVerifier
+
+__all__ = ["METER_NAME", "Telemetry"]
+
+#: The instrumentation scope of every meter and tracer this module uses.
+METER_NAME = "grelmicro.jwt"
+
+#: Histogram buckets in seconds (the SDK's default ones are meant for milliseconds).
+_FETCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_VERIFY_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3)
+
+#: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
+_HEADERS_KEPT = 64
+
+#: Set while a key-fetch span is open, so a fetch that hands over to a thread
+#: (an async fetch with only a sync client) is one span, not two.
+_IN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "grelmicro_jwt_fetch", default=False
+)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What a verifier reports, and to which providers.
+
+    Attributes:
+        meter_provider: an OpenTelemetry ``MeterProvider`` (default: the
+            global one, ``opentelemetry.metrics.get_meter_provider()``).
+        tracer_provider: a ``TracerProvider`` (default: the global one).
+        latency: also record ``grelmicro.jwt.verification.duration`` for
+            each full verification (cache misses); it costs two clock reads
+            per miss. Cache hits are never timed.
+    """
+
+    meter_provider: Any = None
+    tracer_provider: Any = None
+    latency: bool = False
+
+    @classmethod
+    def of(cls, option: object) -> Telemetry | None:
+        """The ``telemetry=`` option of a verifier: ``False``, ``True`` or a Telemetry."""
+        if option is False or option is None:
+            return None
+        if option is True:
+            return cls()
+        if isinstance(option, Telemetry):
+            return option
+        raise ConfigurationError("telemetry must be True, False or a grelmicro.jwt.otel.Telemetry")
+
+
+def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
+    """Count a refusal the FastAPI dependency answers (no-op without telemetry)."""
+    reporter: Reporter | None = verifier._telemetry
+    if reporter is not None:
+        reporter.answered(status, reason)
+
+
+class _Instruments:
+    """The instruments of one meter provider, shared by every verifier reporting to it.
+
+    An instrument name is created once per meter: a second verifier's
+    callbacks would be dropped. So the observable instruments read every
+    live :class:`Reporter` of the provider and add up equal attribute sets.
+    """
+
+    def __init__(self, meter: Any) -> None:
+        self.meter = meter
+        self.reporters: weakref.WeakSet[Reporter] = weakref.WeakSet()
+        self.duration: Any = None
+        observable = (
+            (
+                "counter",
+                "grelmicro.jwt.verifications",
+                "{verification}",
+                "verifications",
+                "Tokens verified, by outcome (accepted/rejected) and stable reason.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.cache.hits",
+                "{lookup}",
+                "cache:hits",
+                "Verifications answered from the verified-token cache.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.cache.misses",
+                "{lookup}",
+                "cache:misses",
+                "Cache lookups that ran the full verification.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.cache.size",
+                "{entry}",
+                "cache:size",
+                "Entries in the verified-token cache.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.cache.limit",
+                "{entry}",
+                "cache:max_size",
+                "Most entries the cache holds.",
+            ),
+            (
+                "gauge",
+                "grelmicro.jwt.keys.ready",
+                "1",
+                "keys:ready",
+                "1 when keys are loaded and within their staleness bound, else 0.",
+            ),
+            (
+                "up_down_counter",
+                "grelmicro.jwt.keys.count",
+                "{key}",
+                "keys:key_count",
+                "Usable keys held now.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.keys.stale_uses",
+                "{verification}",
+                "keys:stale_uses",
+                "Verifications served with keys past their expiry (within max_stale).",
+            ),
+            (
+                "gauge",
+                "grelmicro.jwt.keys.age",
+                "s",
+                "keys:age",
+                "Seconds since keys were last fetched and accepted.",
+            ),
+        )
+        for kind, name, unit, what, description in observable:
+            create = getattr(meter, f"create_observable_{kind}")
+            create(name, callbacks=[self._reader(what)], unit=unit, description=description)
+        self.fetches = meter.create_counter(
+            "grelmicro.jwt.key_fetches",
+            unit="{fetch}",
+            description="Key fetches (JWKS, with discovery when configured), by result.",
+        )
+        self.fetch_duration = meter.create_histogram(
+            "grelmicro.jwt.key_fetch.duration",
+            unit="s",
+            description="Time a key fetch took, discovery included.",
+            explicit_bucket_boundaries_advisory=_FETCH_BUCKETS,
+        )
+        self.answers = meter.create_counter(
+            "grelmicro.jwt.http.refusals",
+            unit="{response}",
+            description="Requests the FastAPI dependency refused, by status and reason.",
+        )
+
+    def latency(self) -> Any:
+        """The verification-duration histogram (created when a verifier first asks)."""
+        if self.duration is None:
+            self.duration = self.meter.create_histogram(
+                "grelmicro.jwt.verification.duration",
+                unit="s",
+                description="Time of a full verification (cache misses only).",
+                explicit_bucket_boundaries_advisory=_VERIFY_BUCKETS,
+            )
+        return self.duration
+
+    def _reader(self, what: str) -> Callable[[Any], Iterator[Any]]:
+        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
+            from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+            totals: dict[frozenset[tuple[str, Any]], float] = {}
+            for reporter in list(self.reporters):
+                for value, attributes in reporter.observe(what):
+                    key = frozenset(attributes.items())
+                    totals[key] = totals.get(key, 0) + value
+            for key, value in totals.items():
+                yield Observation(value, dict(key))
+
+        return observe
+
+
+#: meter provider -> its shared instruments.
+_SHARED: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _instruments(meter_provider: Any) -> _Instruments:
+    with _SHARED_LOCK:
+        shared = _SHARED.get(meter_provider)
+        if shared is None:
+            shared = _SHARED[meter_provider] = _Instruments(meter_provider.get_meter(METER_NAME))
+        return shared
+
+
+class Reporter:
+    """What one verifier reports; built by the verifier when telemetry is on.
+
+    Holds the verifier weakly: the shared observable instruments read it at
+    collection time and it reports nothing once it is gone.
+    """
+
+    def __init__(self, options: Telemetry, verifier: JWTVerifier) -> None:
+        try:
+            from opentelemetry import metrics, trace  # noqa: PLC0415 - only when asked for
+        except ImportError:
+            raise ConfigurationError(
+                "telemetry needs opentelemetry-api: pip install 'grelmicro[jwt,otel]'"
+            ) from None
+        self._trace = trace
+        shared = _instruments(options.meter_provider or metrics.get_meter_provider())
+        tracer_provider = options.tracer_provider or trace.get_tracer_provider()
+        self._tracer = tracer_provider.get_tracer(METER_NAME)
+        self._verifier = weakref.ref(verifier)
+        self._lock = threading.Lock()  # creates cells; bumps take no lock
+        #: (outcome, reason, issuer, algorithm) -> count, read at collection time.
+        self._counts: dict[tuple[str, str | None, str | None, str | None], list[int]] = {}
+        #: (issuer, header segment) of accepted tokens -> their cell in ``_counts``.
+        self._accepted: dict[tuple[object, str | bytes], list[int]] = {}
+        self._issuers: frozenset[str] = frozenset()
+        self._algorithms: frozenset[str] = frozenset()
+        self._sources: list[tuple[str, weakref.ref[KeySource]]] = []
+        self._fetches = shared.fetches
+        self._fetch_duration = shared.fetch_duration
+        self._answers = shared.answers
+        self._duration = shared.latency() if options.latency else None
+        shared.reporters.add(self)
+
+    # -- wiring (called by the verifier) -------------------------------------
+
+    def bind(
+        self, issuers: tuple[str, ...], algorithms: tuple[str, ...], sources: list[KeySource]
+    ) -> None:
+        """What attributes may name (configured issuers, allowed algorithms); sources to trace."""
+        self._issuers = frozenset(issuers)
+        self._algorithms = frozenset(algorithms)
+        for source in sources:
+            name = source.discover or source.url or "unnamed"
+            self._sources.append((name, weakref.ref(source)))
+            self._trace_source(source, name)
+
+    def engine(self, engine: Any) -> Any:
+        """``engine`` whose ``verify`` counts accepted full verifications."""
+        return _CountingEngine(engine, self)
+
+    def on_reject(self, hook: Callable[[TokenRejectedError], None] | None) -> Any:
+        """The refusal hook: count and add an event to the current span, then ``hook``."""
+
+        def rejected(error: TokenRejectedError) -> None:
+            self.refused(error)
+            if hook is not None:
+                hook(error)
+
+        return rejected
+
+    def refused(self, error: JWTError) -> None:
+        """A refusal (or keys unavailable): counted by reason, an event on the current span."""
+        self._count(("rejected", error.reason, None, None))
+        span = self._trace.get_current_span()
+        if span.is_recording():
+            span.add_event("grelmicro.jwt.refusal", {"reason": error.reason})
+
+    def answered(self, status: int, reason: str) -> None:
+        """One refusal answered by the FastAPI dependency."""
+        self._answers.add(1, {"http.response.status_code": status, "reason": reason})
+
+    # -- counting --------------------------------------------------------------
+
+    def _cell(self, key: tuple[str, str | None, str | None, str | None]) -> list[int]:
+        """The counter of one attribute set (a one-item list, bumped without a lock).
+
+        Like the cache's counters, a bump is a plain ``+= 1``: under
+        concurrent threads the counts are close, not exact.
+        """
+        cell = self._counts.get(key)
+        if cell is None:
+            with self._lock:
+                cell = self._counts.setdefault(key, [0])
+        return cell
+
+    def _count(self, key: tuple[str, str | None, str | None, str | None]) -> None:
+        self._cell(key)[0] += 1
+
+    def accepted(self, token: str | bytes, result: Any) -> None:
+        """An accepted full verification; ``result`` is the engine's answer."""
+        payload = result[0] if type(result) is tuple else result
+        issuer = payload.get("iss") if type(payload) is dict else None
+        # The header segment of a token that verified names its algorithm: the
+        # few headers an issuer signs with are parsed once each.
+        header = token[: token.find(b"." if type(token) is bytes else ".")]  # type: ignore[arg-type]
+        cell = self._accepted.get((issuer, header))
+        if cell is None:
+            cell = self._accepted_cell(token, issuer, header)
+        cell[0] += 1
+
+    def _accepted_cell(self, token: str | bytes, issuer: object, header: str | bytes) -> list[int]:
+        """The counter of a new (issuer, header) pair, with attributes from bounded sets only."""
+        named = issuer if issuer in self._issuers else None  # only configured issuers
+        algorithm = _header_algorithm(token)
+        if algorithm not in self._algorithms:
+            algorithm = None
+        cell = self._cell(("accepted", None, named, algorithm))
+        if len(self._accepted) < _HEADERS_KEPT:  # past it, pairs are looked up each time
+            self._accepted[(issuer, header)] = cell
+        return cell
+
+    def observe(self, what: str) -> Iterator[tuple[float, dict[str, Any]]]:
+        """``(value, attributes)`` of one observable instrument, read now."""
+        verifier = self._verifier()
+        if verifier is None:
+            return
+        if what == "verifications":
+            yield from self._verifications(verifier)
+            return
+        family, field = what.split(":")
+        if family == "cache":
+            yield getattr(verifier.cache_info(), field) or 0, {}
+            return
+        if not self._sources:  # static keys: ready, a fixed count
+            if field == "ready":
+                yield 1, {}
+            elif field == "key_count":
+                yield len(verifier._keys), {}
+            return
+        for name, ref in self._sources:
+            source = ref()
+            if source is None:
+                continue
+            health = source.health()
+            if field == "age":
+                if health.last_success is None:
+                    continue
+                value: float = max(source._clock() - health.last_success, 0.0)
+            else:
+                value = int(getattr(health, field))
+            yield value, {"source": name}
+
+    def _verifications(self, verifier: JWTVerifier) -> Iterator[tuple[float, dict[str, Any]]]:
+        yield verifier.cache_info().hits or 0, {"outcome": "accepted", "cache": "hit"}
+        with self._lock:
+            counts = [(key, cell[0]) for key, cell in self._counts.items()]
+        for (outcome, reason, issuer, algorithm), value in counts:
+            named = {"reason": reason, "issuer": issuer, "algorithm": algorithm}
+            attributes = {"outcome": outcome}
+            if outcome == "accepted":
+                attributes["cache"] = "miss"
+            attributes.update({name: item for name, item in named.items() if item is not None})
+            yield value, attributes
+
+    # -- key fetches -------------------------------------------------------------
+
+    def _trace_source(self, source: KeySource, name: str) -> None:
+        """Wrap ``source``'s fetches in a span, a duration and a result count."""
+        fetch_sync = source.fetch_sync
+        fetch_async = source.fetch_async
+        reporter = self
+
+        @functools.wraps(fetch_sync)
+        def traced_sync(*args: Any, **kwargs: Any) -> None:
+            if _IN_FETCH.get():
+                fetch_sync(*args, **kwargs)
+                return
+            with reporter._fetch_span(source, name) as done:
+                fetch_sync(*args, **kwargs)
+                done()
+
+        @functools.wraps(fetch_async)
+        async def traced_async(*args: Any, **kwargs: Any) -> None:
+            if _IN_FETCH.get():
+                await fetch_async(*args, **kwargs)
+                return
+            with reporter._fetch_span(source, name) as done:
+                await fetch_async(*args, **kwargs)
+                done()
+
+        source.fetch_sync = traced_sync  # type: ignore[method-assign]
+        source.fetch_async = traced_async  # type: ignore[method-assign]
+
+    def _fetch_span(self, source: KeySource, name: str) -> Any:
+        return _FetchSpan(self, source, name)
+
+
+class _FetchSpan:
+    """The span, duration and count of one key fetch (``with ... as done``)."""
+
+    __slots__ = ("_failures", "_name", "_reporter", "_scope", "_source", "_started", "_token")
+
+    def __init__(self, reporter: Reporter, source: KeySource, name: str) -> None:
+        self._reporter = reporter
+        self._source = source
+        self._name = name
+
+    def __enter__(self) -> Callable[[], None]:
+        source = self._source
+        self._scope = self._reporter._tracer.start_as_current_span(
+            "grelmicro.jwt.key_fetch",
+            attributes={
+                "grelmicro.jwt.source": self._name,
+                "grelmicro.jwt.discovery": source.discover is not None,
+            },
+        )
+        self._scope.__enter__()
+        self._token = _IN_FETCH.set(True)
+        self._failures = source.failure_count
+        self._started = time.perf_counter()
+        return self._finish
+
+    def _finish(self) -> None:
+        """The fetch returned: success unless it recorded a failure."""
+        self._record("failure" if self._source.failure_count > self._failures else "success")
+
+    def _record(self, result: str) -> None:
+        if self._started < 0:
+            return
+        seconds = time.perf_counter() - self._started
+        self._started = -1.0
+        attributes = {"result": result, "source": self._name}
+        reporter = self._reporter
+        reporter._fetches.add(1, attributes)
+        reporter._fetch_duration.record(seconds, attributes)
+        span = reporter._trace.get_current_span()
+        span.set_attribute("grelmicro.jwt.result", result)
+        if result != "success":
+            error = self._source.last_error if result == "failure" else "internal error"
+            span.set_status(reporter._trace.Status(reporter._trace.StatusCode.ERROR, error))
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if kind is not None:
+            self._record("error")
+        _IN_FETCH.reset(self._token)
+        self._scope.__exit__(kind, error, trace)
+
+
+class _CountingEngine:
+    """An engine whose ``verify`` (and ``verify_until``) count accepted tokens.
+
+    Everything else reads through to the engine. Only cache misses call it:
+    hits never leave the core.
+    """
+
+    __slots__ = ("_engine", "verify", "verify_until")
+
+    def __init__(self, engine: Any, reporter: Reporter) -> None:
+        self._engine = engine
+        self.verify_until = _counting(engine.verify_until, reporter)
+        plain = getattr(engine, "verify", None)
+        if plain is not None:  # the core engine's answer without its deadline
+            self.verify = _counting(plain, reporter)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callable[..., Any]:
+    """``verify`` that counts what it accepts, and keys found unavailable (a 503).
+
+    Token refusals are counted on the refusal path (``Reporter.on_reject``);
+    a ``KeysUnavailableError`` does not take it, so it is counted here.
+    """
+    duration = reporter._duration
+    accepted = reporter.accepted
+    refused = reporter.refused
+    if duration is None:
+
+        def counted(token: str | bytes, now: float) -> Any:
+            try:
+                result = verify(token, now)
+            except KeysUnavailableError as error:
+                refused(error)
+                raise
+            accepted(token, result)
+            return result
+
+        return counted
+    clock = time.perf_counter
+
+    def timed(token: str | bytes, now: float) -> Any:
+        started = clock()
+        try:
+            result = verify(token, now)
+        except KeysUnavailableError as error:
+            refused(error)
+            raise
+        finally:
+            duration.record(clock() - started)
+        accepted(token, result)
+        return result
+
+    return timed
+
+
+def _header_algorithm(token: str | bytes) -> str | None:
+    """The ``alg`` of a token that verified (the caller bounds it to the allowed set)."""
+    try:
+        algorithm = _core.unverified_header(token).get("alg")
+    except (_core.CoreError, TypeError, ValueError):
+        return None
+    return algorithm if isinstance(algorithm, str) else None

@@ -1,0 +1,145 @@
+"""``Key.secret`` refuses public-key text in every form a user can paste.
+
+A public key taken as an HMAC secret lets anyone holding it forge tokens
+(the HS/RS confusion). Each form below is a real public key (made by
+``cryptography``) mangled the way copy and paste mangles it; each is
+refused at build time, so no verifier, and no forged token, can use it.
+Ordinary secrets of the same shapes still work.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable
+
+import jwt as pyjwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from forge import NOW
+
+from grelmicro.jwt import InvalidKeyError, JWTVerifier, Key
+
+_RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+_EC = ec.generate_private_key(ec.SECP256R1()).public_key()
+
+
+def der(key: object, public_format: serialization.PublicFormat) -> bytes:
+    return key.public_bytes(serialization.Encoding.DER, public_format)  # type: ignore[attr-defined,no-any-return]
+
+
+def pem(key: object, public_format: serialization.PublicFormat) -> str:
+    return key.public_bytes(serialization.Encoding.PEM, public_format).decode()  # type: ignore[attr-defined,no-any-return]
+
+
+SPKI = serialization.PublicFormat.SubjectPublicKeyInfo
+PKCS1 = serialization.PublicFormat.PKCS1
+
+#: The public key bodies a user might copy: SPKI (RSA and EC) and PKCS#1 RSA.
+BODIES = {
+    "rsa-spki": base64.b64encode(der(_RSA, SPKI)).decode(),
+    "rsa-pkcs1": base64.b64encode(der(_RSA, PKCS1)).decode(),
+    "ec-spki": base64.b64encode(der(_EC, SPKI)).decode(),
+}
+
+#: How copy and paste mangles base64 text.
+MANGLINGS: dict[str, Callable[[str], str]] = {
+    "colon-inside": lambda b: b[: len(b) // 2] + ":" + b[len(b) // 2 :],
+    "dot-inside": lambda b: b[: len(b) // 2] + "." + b[len(b) // 2 :],
+    "trailing-dot": lambda b: b + ".",
+    "trailing-colon": lambda b: b + ":",
+    "leading-dash": lambda b: "-" + b,
+    "double-quotes": lambda b: f'"{b}"',
+    "single-quotes": lambda b: f"'{b}'",
+    "backticks": lambda b: f"`{b}`",
+    "url-alphabet-leading-dash": lambda b: "-" + b.replace("+", "-").replace("/", "_").rstrip("="),
+    "json-string-with-escaped-newlines": lambda b: json.dumps(b[:64] + "\n" + b[64:]),
+    "wrapped-lines-and-spaces": lambda b: (
+        "  " + "\n".join(b[i : i + 64] for i in range(0, len(b), 64)) + " \n"
+    ),
+}
+
+
+def forged(secret: bytes) -> str:
+    """An HS256 token signed with ``secret`` (the attacker's forgery)."""
+    return pyjwt.encode({"sub": "admin", "exp": NOW + 60}, secret, algorithm="HS256")
+
+
+@pytest.mark.parametrize("body", list(BODIES))
+@pytest.mark.parametrize("mangling", list(MANGLINGS))
+def test_mangled_base64_public_key_is_refused(body: str, mangling: str) -> None:
+    text = MANGLINGS[mangling](BODIES[body])
+    with pytest.raises(InvalidKeyError, match="public key"):
+        Key.secret(text, "HS256")
+    with pytest.raises(InvalidKeyError, match="public key"):
+        Key.secret(text.encode(), "HS512")
+
+
+@pytest.mark.parametrize(
+    "armour",
+    [
+        "-----begin public key-----\n{body}\n-----end public key-----\n",
+        "-----Begin Public Key-----\n{body}\n-----End Public Key-----",
+        "----BEGIN PUBLIC KEY----\n{body}\n----END PUBLIC KEY----",
+        "-- begin rsa public key --\n{body}\n-- end rsa public key --",
+        '"-----begin public key-----\\n{body}\\n-----end public key-----"',
+    ],
+)
+def test_pem_armour_in_any_case_is_refused(armour: str) -> None:
+    with pytest.raises(InvalidKeyError, match="public key"):
+        Key.secret(armour.format(body=BODIES["rsa-spki"]), "HS256")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pem(_RSA, SPKI),
+        "  \n" + pem(_EC, SPKI) + "\n\n",
+        '"' + pem(_RSA, PKCS1) + '"',
+        "'" + json.dumps(pyjwt.algorithms.RSAAlgorithm.to_jwk(_RSA, as_dict=True)) + "'",
+        json.dumps(json.dumps(pyjwt.algorithms.ECAlgorithm.to_jwk(_EC, as_dict=True))),
+    ],
+    ids=["pem", "pem-padded", "pem-in-quotes", "jwk-in-quotes", "jwk-as-json-string"],
+)
+def test_public_key_text_after_trimming_is_refused(text: str) -> None:
+    with pytest.raises(InvalidKeyError, match="public key"):
+        Key.secret(text, "HS256")
+
+
+def test_der_with_a_stray_trailing_byte_is_refused() -> None:
+    with pytest.raises(InvalidKeyError, match="public key"):
+        Key.secret(der(_RSA, SPKI) + b"\n", "HS256")
+
+
+def test_a_forgery_from_mangled_public_text_never_verifies() -> None:
+    """The attack end to end: the public text is refused, so the forgery has no key."""
+    text = MANGLINGS["leading-dash"](BODIES["rsa-spki"])
+    token = forged(text.encode())
+    with pytest.raises(InvalidKeyError):
+        JWTVerifier(keys=[Key.secret(text, "HS256")]).verify(token, now=NOW)
+
+
+def random_bytes(seed: str, size: int) -> bytes:
+    """Fixed random-looking bytes (the test ids stay the same run to run)."""
+    return hashlib.shake_256(seed.encode()).digest(size)
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        base64.urlsafe_b64encode(random_bytes("a", 48)).decode(),
+        "-" + base64.urlsafe_b64encode(random_bytes("b", 48)).decode(),
+        '"' + base64.b64encode(random_bytes("c", 48)).decode() + '":',
+        base64.b64encode(random_bytes("d", 64)).decode(),
+        base64.b64encode(b"0" * 48).decode(),
+        random_bytes("e", 32).hex(),
+        "my--end-of-key-passphrase-that-is-long-enough",
+        "-----this-is-a-long-random-looking-secret-----",
+    ],
+)
+def test_ordinary_secrets_still_work(secret: str) -> None:
+    verifier = JWTVerifier(keys=[Key.secret(secret, "HS256")])
+    token = pyjwt.encode({"sub": "u", "exp": NOW + 60}, secret.encode(), algorithm="HS256")
+    assert verifier.verify(token, now=NOW)["sub"] == "u"
