@@ -387,8 +387,8 @@ def security(session: nox.Session) -> None:
     venv = Path(os.environ.get("SECURITY_VENV") or ROOT / ".venvs" / "security")
     vpy = fresh_venv(session, python, venv)
     # Test tools and runtime dependencies from PyPI, at the versions the dev
-    # environment pins.
-    tests_need = ("pytest", "hypothesis", "cryptography")
+    # environment pins; fastapi: the suite drives the FastAPI dependencies in process.
+    tests_need = ("pytest", "hypothesis", "cryptography", "fastapi")
     pip_install(session, vpy, "-c", str(DEV_REQS), *tests_need, *RUNTIME)
     install_ours(session, vpy, *dirs)
     session.run(str(vpy), "-m", "pip", "check")

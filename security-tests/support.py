@@ -123,3 +123,52 @@ def fuzz_verifiers(**options: Any) -> tuple[JWTVerifier, JWTVerifier]:
         **options,
     )
     return open_, strict
+
+
+# --- FastAPI, in process --------------------------------------------------------
+# The dependency is driven through httpx's ASGI transport: the app as a server
+# would call it, without a socket (the scope's Host, scheme and headers are
+# the client's to choose, which is the point of several attacks).
+
+#: The origin the in-process client addresses unless a test says otherwise.
+ORIGIN = "https://api.example.com"
+
+
+def call(
+    app: Any,
+    path: str,
+    headers: Any = (),
+    *,
+    method: str = "GET",
+    base_url: str = ORIGIN,
+) -> Any:
+    """One request to ``app`` through ``httpx.ASGITransport``; the ``httpx.Response``.
+
+    ``headers`` is a mapping or a list of pairs (two pairs of one name are
+    sent as two headers).
+    """
+    import asyncio  # noqa: PLC0415
+
+    import httpx  # noqa: PLC0415
+
+    async def send() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            return await client.request(method, path, headers=headers)
+
+    return asyncio.run(send())
+
+
+def refused_with(response: Any, status: int, reason: str) -> str:
+    """Assert ``response`` is a refusal with ``status`` and ``reason``; its challenge.
+
+    The reason is read from the problem body (``JWTBearer.install``) and, for
+    401/400/403, must also be the challenge's ``error_description``.
+    """
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"] == "application/problem+json", response.headers
+    assert response.json()["reason"] == reason, response.json()
+    challenge = response.headers.get("www-authenticate", "")
+    if status in (400, 401) and challenge and "error=" in challenge:
+        assert f'error_description="{reason}"' in challenge, challenge
+    return challenge

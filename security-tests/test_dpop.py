@@ -332,11 +332,28 @@ def test_proofs_outside_their_window(iat: float):
     refused(proof({}, {"iat": iat}), DPoPProofError, "iat")
 
 
-@pytest.mark.parametrize("cnf", [{"jkt": None}, {}, {"x5t#S256": "abc"}])
-def test_an_unbound_token_cannot_ride_on_a_proof(cnf: dict[str, Any]):
-    token = forge.mint({"alg": "HS256"}, support.payload(cnf=cnf), ISSUER_SECRET)
+@pytest.mark.parametrize(
+    "cnf",
+    [None, {"x5t#S256": forge.b64url(hashlib.sha256(b"client certificate").digest())}],
+    ids=["no-cnf", "certificate-bound"],
+)
+def test_an_unbound_token_cannot_ride_on_a_proof(cnf: dict[str, Any] | None):
+    body = support.payload() if cnf is None else support.payload(cnf=cnf)
+    token = forge.mint({"alg": "HS256"}, body, ISSUER_SECRET)
     text = proof({}, {"ath": forge.ath(token)})
     refused(text, DPoPBindingError, "unbound", token=token)
+
+
+@pytest.mark.parametrize(
+    "cnf",
+    [{"jkt": None}, {}, {"x5t#S256": "abc"}, {"jkt": 7}, "jkt"],
+    ids=["null-jkt", "empty", "short-x5t", "numeric-jkt", "not-an-object"],
+)
+def test_a_token_whose_cnf_cannot_be_read_cannot_ride_on_a_proof(cnf: Any):
+    """Issue 24: ``cnf`` is read by one reader; bound to nothing readable is refused."""
+    token = forge.mint({"alg": "HS256"}, support.payload(cnf=cnf), ISSUER_SECRET)
+    text = proof({}, {"ath": forge.ath(token)})
+    refused(text, DPoPBindingError, "jkt", token=token)
 
 
 def test_hostile_proof_shapes_raise_only_our_errors():
