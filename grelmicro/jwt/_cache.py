@@ -27,7 +27,7 @@ unless only keys were added.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from grelmicro.jwt import _core
@@ -36,7 +36,9 @@ from grelmicro.jwt._claims import Claims
 __all__ = ["Engine", "TokenCache"]
 
 #: An engine's ``verify_until(token, now) -> (payload, valid_until)``.
-Engine = Callable[[str | bytes, float], tuple[dict[str, Any], float | None]]
+#: The payload is read-only (the core's mapping proxies): the cache shares it
+#: between requests and threads.
+Engine = Callable[[str | bytes, float], tuple[Mapping[str, Any], float | None]]
 
 
 class TokenCache:
@@ -52,7 +54,7 @@ class TokenCache:
         key: str = "digest",
         max_token_size: int = 8192,
         verify: Engine | None = None,
-        claims: Callable[[dict[str, Any]], Any] | None = None,
+        claims: Callable[[Mapping[str, Any]], Any] | None = None,
         claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
@@ -105,7 +107,7 @@ class TokenCache:
         self,
         token: str | bytes,
         claims: Any,
-        payload: dict[str, Any],
+        payload: Mapping[str, Any],
         valid_until: float | None,
         now: float,
     ) -> None:

@@ -1,14 +1,13 @@
 """Claims: the read-only view over a verified payload.
 
 A verified payload may be served from the cache to many requests at once, so
-nothing a :class:`Claims` hands out can be changed: arrays arrive as tuples
-and nested objects as read-only mapping proxies (the core builds them that
-way), and there is no way to set an item. The top-level dict itself sits in
-the private ``_data`` slot, shared with the cache and with every thread's
-view of the same token: never write to it. (The core stores it there without
-a Python frame; making it a read-only proxy too belongs in the core's payload
-builder, where it costs one allocation per miss.) :meth:`Claims.to_dict`
-hands out a deep, mutable copy for code that wants one.
+nothing reachable from a :class:`Claims` can be changed: arrays arrive as
+tuples and objects, the top level included, as read-only mapping proxies (the
+core builds them that way and stores the top level in the private ``_data``
+slot without a Python frame), and there is no way to set an item. Claims built
+in Python (``Claims(mapping)``, unpickling, pydantic) freeze a copy of what
+they are given the same way. :meth:`Claims.to_dict` hands out a deep, mutable
+copy for code that wants one.
 """
 
 from __future__ import annotations
@@ -54,9 +53,14 @@ def _failing_fields(exc: Any) -> str:
     return "claims do not fit the model: " + ", ".join(fields)
 
 
+def _frozen(data: Mapping[str, Any]) -> MappingProxyType[str, Any]:
+    """A read-only copy of a top-level payload, its values frozen too."""
+    return MappingProxyType({key: _freeze(item) for key, item in data.items()})
+
+
 def _rebuild(data: dict[str, Any]) -> Claims:
     """Unpickle: freeze the plain copy again."""
-    return Claims({key: _freeze(item) for key, item in data.items()})
+    return Claims(data)
 
 
 def _validate(value: object) -> Claims:
@@ -64,7 +68,7 @@ def _validate(value: object) -> Claims:
     if isinstance(value, Claims):
         return value
     if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
-        return _rebuild(dict(value))
+        return Claims(value)
     raise ValueError("claims must be a mapping with string keys")
 
 
@@ -87,15 +91,16 @@ class Claims(Mapping[str, Any]):
     """
 
     # One private slot and no __dict__: ``claims.x = ...`` raises
-    # AttributeError and there is no ``__setitem__``. Construction is a plain
-    # slot store because it happens on every verification (measured: an
-    # ``object.__setattr__`` guard costs ~80 ns more).
+    # AttributeError and there is no ``__setitem__``. The slot holds a
+    # read-only mapping proxy: the core stores its payload there directly on
+    # every verification (this __init__ does not run then); here, for claims
+    # built in Python, a frozen copy, so no mutable dict is shared.
     __slots__ = ("_data",)
 
-    _data: dict[str, Any]
+    _data: MappingProxyType[str, Any]
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = _frozen(data)
 
     # -- Mapping -----------------------------------------------------------
 
