@@ -67,8 +67,9 @@ class TokenCache:
             ttl=ttl,
             verify=verify,
             claims=claims,
-            # The core makes a class whose __init__ only stores one slot
-            # without running that __init__ (Claims: its ``_data``).
+            # The core stores the payload in one slot of a new instance
+            # without running its __init__ (Claims: ``_data``; the core's
+            # payload is already the read-only mapping __init__ would make).
             claims_slot="_data" if claims is Claims else claims_slot,
             clock=clock,
             count=count,
