@@ -27,7 +27,7 @@ unless only keys were added.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from grelmicro.jwt import _core
@@ -36,7 +36,9 @@ from grelmicro.jwt._claims import Claims
 __all__ = ["Engine", "TokenCache"]
 
 #: An engine's ``verify_until(token, now) -> (payload, valid_until)``.
-Engine = Callable[[str | bytes, float], tuple[dict[str, Any], float | None]]
+#: The payload is read-only (the core's mapping proxies): the cache shares it
+#: between requests and threads.
+Engine = Callable[[str | bytes, float], tuple[Mapping[str, Any], float | None]]
 
 
 class TokenCache:
@@ -52,7 +54,7 @@ class TokenCache:
         key: str = "digest",
         max_token_size: int = 8192,
         verify: Engine | None = None,
-        claims: Callable[[dict[str, Any]], Any] | None = None,
+        claims: Callable[[Mapping[str, Any]], Any] | None = None,
         claims_slot: str | None = None,
         clock: Callable[[], float] | None = None,
         count: bool = False,
@@ -65,8 +67,9 @@ class TokenCache:
             ttl=ttl,
             verify=verify,
             claims=claims,
-            # The core makes a class whose __init__ only stores one slot
-            # without running that __init__ (Claims: its ``_data``).
+            # The core stores the payload in one slot of a new instance
+            # without running its __init__ (Claims: ``_data``; the core's
+            # payload is already the read-only mapping __init__ would make).
             claims_slot="_data" if claims is Claims else claims_slot,
             clock=clock,
             count=count,
@@ -105,7 +108,7 @@ class TokenCache:
         self,
         token: str | bytes,
         claims: Any,
-        payload: dict[str, Any],
+        payload: Mapping[str, Any],
         valid_until: float | None,
         now: float,
     ) -> None:

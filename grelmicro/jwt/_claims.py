@@ -1,14 +1,13 @@
 """Claims: the read-only view over a verified payload.
 
 A verified payload may be served from the cache to many requests at once, so
-nothing a :class:`Claims` hands out can be changed: arrays arrive as tuples
-and nested objects as read-only mapping proxies (the core builds them that
-way), and there is no way to set an item. The top-level dict itself sits in
-the private ``_data`` slot, shared with the cache and with every thread's
-view of the same token: never write to it. (The core stores it there without
-a Python frame; making it a read-only proxy too belongs in the core's payload
-builder, where it costs one allocation per miss.) :meth:`Claims.to_dict`
-hands out a deep, mutable copy for code that wants one.
+nothing reachable from a :class:`Claims` can be changed: arrays arrive as
+tuples and objects, the top level included, as read-only mapping proxies (the
+core builds them that way and stores the top level in the private ``_data``
+slot without a Python frame), and there is no way to set an item. Claims built
+in Python (``Claims(mapping)``, unpickling, pydantic) freeze a copy of what
+they are given the same way. :meth:`Claims.to_dict` hands out a deep, mutable
+copy for code that wants one.
 """
 
 from __future__ import annotations
@@ -54,9 +53,14 @@ def _failing_fields(exc: Any) -> str:
     return "claims do not fit the model: " + ", ".join(fields)
 
 
+def _frozen(data: Mapping[str, Any]) -> MappingProxyType[str, Any]:
+    """A read-only copy of a top-level payload, its values frozen too."""
+    return MappingProxyType({key: _freeze(item) for key, item in data.items()})
+
+
 def _rebuild(data: dict[str, Any]) -> Claims:
     """Unpickle: freeze the plain copy again."""
-    return Claims({key: _freeze(item) for key, item in data.items()})
+    return Claims(data)
 
 
 def _validate(value: object) -> Claims:
@@ -64,7 +68,7 @@ def _validate(value: object) -> Claims:
     if isinstance(value, Claims):
         return value
     if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
-        return _rebuild(dict(value))
+        return Claims(value)
     raise ValueError("claims must be a mapping with string keys")
 
 
@@ -87,15 +91,16 @@ class Claims(Mapping[str, Any]):
     """
 
     # One private slot and no __dict__: ``claims.x = ...`` raises
-    # AttributeError and there is no ``__setitem__``. Construction is a plain
-    # slot store because it happens on every verification (measured: an
-    # ``object.__setattr__`` guard costs ~80 ns more).
+    # AttributeError and there is no ``__setitem__``. The slot holds a
+    # read-only mapping proxy: the core stores its payload there directly on
+    # every verification (this __init__ does not run then); here, for claims
+    # built in Python, a frozen copy, so no mutable dict is shared.
     __slots__ = ("_data",)
 
-    _data: dict[str, Any]
+    _data: MappingProxyType[str, Any]
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = _frozen(data)
 
     # -- Mapping -----------------------------------------------------------
 
@@ -113,7 +118,11 @@ class Claims(Mapping[str, Any]):
 
     def get(self, name: str, default: Any = None) -> Any:
         """The claim called ``name``, or ``default``."""
-        return self._data.get(name, default)
+        # ``in`` and ``[]`` reach the proxied dict directly; the proxy's own
+        # ``get`` looks the method up on it by name (measured: ~100 more
+        # instructions a read, docs/design-notes.md). The properties below too.
+        data = self._data
+        return data[name] if name in data else default  # noqa: SIM401
 
     def keys(self) -> KeysView[str]:
         """The claim names (a read-only view)."""
@@ -199,17 +208,20 @@ class Claims(Mapping[str, Any]):
     @property
     def subject(self) -> str | None:
         """``sub``: who the token is about."""
-        return self._data.get("sub")
+        data = self._data
+        return data["sub"] if "sub" in data else None  # noqa: SIM401
 
     @property
     def issuer(self) -> str | None:
         """``iss``: who issued the token."""
-        return self._data.get("iss")
+        data = self._data
+        return data["iss"] if "iss" in data else None  # noqa: SIM401
 
     @property
     def audience(self) -> tuple[str, ...]:
         """``aud`` as a tuple (a single string becomes a one-element tuple)."""
-        aud = self._data.get("aud")
+        data = self._data
+        aud = data["aud"] if "aud" in data else None  # noqa: SIM401
         if aud is None:
             return ()
         if isinstance(aud, str):
@@ -219,22 +231,26 @@ class Claims(Mapping[str, Any]):
     @property
     def token_id(self) -> str | None:
         """``jti``: the token's unique identifier."""
-        return self._data.get("jti")
+        data = self._data
+        return data["jti"] if "jti" in data else None  # noqa: SIM401
 
     @property
     def expires_at(self) -> datetime | None:
         """``exp`` as an aware UTC datetime."""
-        return _time(self._data.get("exp"))
+        data = self._data
+        return _time(data["exp"]) if "exp" in data else None
 
     @property
     def issued_at(self) -> datetime | None:
         """``iat`` as an aware UTC datetime."""
-        return _time(self._data.get("iat"))
+        data = self._data
+        return _time(data["iat"]) if "iat" in data else None
 
     @property
     def not_before(self) -> datetime | None:
         """``nbf`` as an aware UTC datetime."""
-        return _time(self._data.get("nbf"))
+        data = self._data
+        return _time(data["nbf"]) if "nbf" in data else None
 
     @property
     def scopes(self) -> frozenset[str]:

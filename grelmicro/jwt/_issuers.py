@@ -285,7 +285,9 @@ class _Slot:
         if drop and self.on_removed is not None:
             self.on_removed()
 
-    def verify_until(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+    def verify_until(
+        self, token: str | bytes, now: float
+    ) -> tuple[Mapping[str, Any], float | None]:
         """Verify with this issuer's keys (refreshed first if due): ``(payload, valid_until)``.
 
         ``valid_until`` comes from this issuer's core verifier, so its own
@@ -356,7 +358,7 @@ class KeyRouter:
     __slots__ = ("_clients", "_max_size", "_slots", "_sources", "_static_keys", "verify_until")
 
     #: The engine's ``verify_until(token, now) -> (payload, valid_until)``.
-    verify_until: Callable[[str | bytes, float], tuple[dict[str, Any], float | None]]
+    verify_until: Callable[[str | bytes, float], tuple[Mapping[str, Any], float | None]]
 
     def __init__(
         self,
@@ -377,7 +379,7 @@ class KeyRouter:
         else:
             self.verify_until = self._route
 
-    def _route(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+    def _route(self, token: str | bytes, now: float) -> tuple[Mapping[str, Any], float | None]:
         slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
         if slot is None:
             raise _core.CoreError("issuer", "token issuer is not one of the configured issuers")

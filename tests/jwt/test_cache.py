@@ -464,7 +464,7 @@ def test_claims_are_built_as_their_init_would(cache_size: int, token: Callable[.
     assert claims == Claims(dict(claims.items()))
     assert claims.subject == "u1"
     assert claims["roles"] == ("a", "b")
-    assert type(claims._data) is dict
+    assert type(claims._data) is types.MappingProxyType  # read-only: the cache shares it
     with pytest.raises(AttributeError):
         claims.other = 1  # type: ignore[attr-defined]
 

@@ -6,6 +6,7 @@ the test suite, not part of it.
 """
 
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import Any, final
 
 __all__ = [
@@ -121,9 +122,15 @@ class Verifier:
     """Keys plus policy; ``verify(token, now)`` does the whole check in one call."""
 
     def __new__(cls, keys: KeySet, policy: Policy) -> Verifier: ...
-    def verify(self, token: str | bytes, now: float) -> dict[str, Any]:
-        """Verifies ``token`` at ``now`` and returns the payload."""
-    def verify_until(self, token: str | bytes, now: float) -> tuple[dict[str, Any], float | None]:
+    def verify(self, token: str | bytes, now: float) -> MappingProxyType[str, Any]:
+        """Verifies ``token`` at ``now`` and returns the payload, read-only.
+
+        Objects (the top level too) are read-only mapping proxies and arrays
+        tuples: a cached payload is shared between requests and threads.
+        """
+    def verify_until(
+        self, token: str | bytes, now: float
+    ) -> tuple[MappingProxyType[str, Any], float | None]:
         """``verify``, and until when its answer holds: ``(payload, valid_until)``.
 
         ``valid_until`` is the earliest of ``exp`` and, under ``max_age``,

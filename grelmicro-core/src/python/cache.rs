@@ -87,9 +87,10 @@ impl AsRef<[u8]> for CacheKey<'_> {
 pub(super) enum ClaimsType {
     /// `claims(payload)`.
     Call(Py<PyAny>),
-    /// A class whose `__init__` stores the payload in one slot, made without
-    /// its Python frame (~1,400 fewer instructions a verification than the
-    /// call, under callgrind on 3.12: docs/design-notes.md).
+    /// A class whose instances keep the payload in one slot, made without
+    /// running its `__init__` (~1,400 fewer instructions a verification than
+    /// the call, under callgrind on 3.12: docs/design-notes.md); the payload
+    /// is stored as built (read-only).
     Slot(SlotClass),
 }
 

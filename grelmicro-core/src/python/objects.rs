@@ -1,5 +1,6 @@
-//! Decoded JSON into Python objects: arrays become tuples and nested objects
-//! read-only mapping proxies; common claim names are interned.
+//! Decoded JSON into Python objects: arrays become tuples and objects (the
+//! payload's top level too) read-only mapping proxies; common claim names
+//! are interned.
 
 use num_bigint::BigInt;
 use pyo3::prelude::*;
@@ -11,9 +12,10 @@ use crate::claims::names;
 use crate::error::{Error, ErrorKind};
 use crate::json::{Builder, Items};
 
-/// Builds Python objects; arrays become tuples and nested objects read-only
-/// mapping proxies, so a verified payload shared between requests cannot be
-/// changed through its values.
+/// Builds Python objects; arrays become tuples and objects read-only mapping
+/// proxies, the payload's top level included, so a verified payload shared
+/// between requests and threads (through the cache) cannot be changed by
+/// any of them: the dicts themselves are reachable only through the proxies.
 pub(super) struct PyBuilder<'py, 'a> {
     pub(super) py: Python<'py>,
     /// The configured issuers and audiences as Python strings, built once
@@ -23,6 +25,9 @@ pub(super) struct PyBuilder<'py, 'a> {
     pub(super) audiences: &'a [Py<PyString>],
     /// Members the top-level object is made room for (the last payload's).
     pub(super) root_room: usize,
+    /// Members the top-level object had when finished (read before it is
+    /// wrapped, for the next payload's room).
+    pub(super) root_members: usize,
 }
 
 impl<'py, 'a> PyBuilder<'py, 'a> {
@@ -38,6 +43,7 @@ impl<'py, 'a> PyBuilder<'py, 'a> {
             issuers,
             audiences,
             root_room: 0,
+            root_members: 0,
         }
     }
 }
@@ -105,7 +111,8 @@ impl<'py> Builder for PyBuilder<'py, '_> {
         Ok(PyMappingProxy::new(self.py, object.as_mapping()).into_any())
     }
     fn finish_root(&mut self, object: Self::Object) -> BuildResult<Self::Value> {
-        Ok(object.into_any())
+        self.root_members = object.len();
+        self.finish_object(object)
     }
 }
 

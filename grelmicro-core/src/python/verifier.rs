@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyMappingProxy, PyString};
 
 use super::input_bytes;
 use super::keys::PyKeySet;
@@ -35,13 +35,14 @@ pub struct PyVerifier {
 const HMAC_DETACH_BYTES: usize = 2048;
 
 impl PyVerifier {
-    /// The whole check: the payload as a dict, and until when it holds.
+    /// The whole check: the payload as a read-only mapping, and until when
+    /// it holds.
     pub(super) fn check<'py>(
         &self,
         py: Python<'py>,
         token: &Bound<'py, PyAny>,
         now: f64,
-    ) -> PyResult<(Bound<'py, PyDict>, Option<f64>)> {
+    ) -> PyResult<(Bound<'py, PyMappingProxy>, Option<f64>)> {
         let bytes = input_bytes(token, ErrorKind::Malformed, "token")?;
         let mut room = PayloadRoom::new();
         let payload = if bytes.len() >= self.detach_from {
@@ -52,16 +53,17 @@ impl PyVerifier {
         .map_err(|err| PyErr::from(token::explain(bytes, err)))?;
         let mut builder = PyBuilder::new(py, &self.issuers, &self.audiences);
         builder.root_room = self.layout.load(Ordering::Relaxed);
-        // The top level stays a plain dict: the Python layer keeps it private.
+        // The top level is read-only too: the cache shares it between
+        // requests and threads.
         let verified = self.inner.claims(payload, &mut builder, now)?;
-        let claims = verified.claims.cast_into::<PyDict>().map_err(|_| {
+        let claims = verified.claims.cast_into::<PyMappingProxy>().map_err(|_| {
             PyErr::from(Error::new(
                 ErrorKind::Malformed,
                 "payload is not a JSON object",
             ))
         })?;
-        if claims.len() != builder.root_room {
-            self.layout.store(claims.len(), Ordering::Relaxed);
+        if builder.root_members != builder.root_room {
+            self.layout.store(builder.root_members, Ordering::Relaxed);
         }
         Ok((claims, verified.valid_until))
     }
@@ -94,13 +96,14 @@ impl PyVerifier {
     }
 
     /// Verifies `token` at time `now` (seconds since the epoch) and returns
-    /// the payload as a dict (arrays as tuples, nested objects read-only).
+    /// the payload as a read-only mapping (arrays as tuples, objects as
+    /// read-only mappings).
     fn verify<'py>(
         &self,
         py: Python<'py>,
         token: &Bound<'py, PyAny>,
         now: f64,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyMappingProxy>> {
         Ok(self.check(py, token, now)?.0)
     }
 
@@ -112,7 +115,7 @@ impl PyVerifier {
         py: Python<'py>,
         token: &Bound<'py, PyAny>,
         now: f64,
-    ) -> PyResult<(Bound<'py, PyDict>, Option<f64>)> {
+    ) -> PyResult<(Bound<'py, PyMappingProxy>, Option<f64>)> {
         self.check(py, token, now)
     }
 
