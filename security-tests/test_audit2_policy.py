@@ -317,10 +317,6 @@ def _tamper_with(container: Any) -> None:
         container[:] = b""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lands with engine2: the claims payload read-only (issue 24, info: claims._data)",
-)
 @pytest.mark.parametrize("mode", ["digest", "token"])
 def test_no_mutable_payload_is_shared_between_requests(mode: str):
     verifier = JWTVerifier([hs_key()], cache_key=mode, cache_stats=True, clock=lambda: NOW)
