@@ -324,7 +324,7 @@ class _Slot:
         core: _core.Verifier,
         source: KeySource,
         arrived: float,
-    ) -> tuple[dict[str, Any], float | None]:
+    ) -> tuple[Mapping[str, Any], float | None]:
         """The token's answer once keys fetched after it arrived have looked at it.
 
         Keys from a document fetched before the token arrived may predate its
