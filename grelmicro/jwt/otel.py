@@ -26,7 +26,7 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -325,7 +325,7 @@ class Reporter:
     def accepted(self, token: str | bytes, result: Any) -> None:
         """An accepted full verification; ``result`` is the engine's answer."""
         payload = result[0] if type(result) is tuple else result
-        issuer = payload.get("iss") if type(payload) is dict else None
+        issuer = payload.get("iss") if isinstance(payload, Mapping) else None
         # The header segment of a token that verified names its algorithm: the
         # few headers an issuer signs with are parsed once each.
         header = token[: token.find(b"." if type(token) is bytes else ".")]  # type: ignore[arg-type]
