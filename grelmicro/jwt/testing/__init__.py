@@ -24,21 +24,18 @@ never be wired into a service that runs for real.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 
 from grelmicro.jwt._config import AlgorithmName
-from grelmicro.jwt._demo import b64url
+from grelmicro.jwt._demo import ALGORITHMS, HMAC_ALGORITHMS, signing_key
 from grelmicro.jwt._demo import mint as compact
 from grelmicro.jwt._keys import Key
 from grelmicro.jwt._verifier import JWTVerifier
@@ -52,116 +49,6 @@ ISSUER = "https://issuer.test/"
 AUDIENCE = "https://api.test"
 #: The default ``sub``.
 SUBJECT = "test-user"
-
-_HMAC = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}
-#: ECDSA algorithm -> (cryptography curve class, JWK crv, coordinate bytes, hash).
-_EC = {
-    "ES256": ("SECP256R1", "P-256", 32, "SHA256"),
-    "ES384": ("SECP384R1", "P-384", 48, "SHA384"),
-    "ES512": ("SECP521R1", "P-521", 66, "SHA512"),
-    "ES256K": ("SECP256K1", "secp256k1", 32, "SHA256"),
-}
-_RSA = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
-_EDDSA = ("EdDSA", "Ed25519")
-#: The algorithms a TestIssuer signs with.
-ALGORITHMS = (*_HMAC, *_RSA, *_EC, *_EDDSA)
-
-_NO_CRYPTOGRAPHY = (
-    "{alg} test keys need the cryptography package: pip install 'grelmicro[jwt,testing]' "
-    "(HS256, HS384 and HS512 work without it)"
-)
-
-
-@dataclass(frozen=True)
-class _SigningKey:
-    """One key of the issuer: how it signs, and how verifiers see it."""
-
-    algorithm: str
-    kid: str
-    sign: Callable[[bytes], bytes]
-    key: Key  # the verification key
-    jwk: dict[str, Any] | None  # the public JWK (None for an HMAC secret)
-    private: Any  # the cryptography private key, or the HMAC secret (bytes)
-
-
-def _int_b64(value: int, size: int | None = None) -> str:
-    length = size if size is not None else (value.bit_length() + 7) // 8
-    return b64url(value.to_bytes(length, "big"))
-
-
-def _hmac_key(algorithm: str, kid: str) -> _SigningKey:
-    digest = _HMAC[algorithm]
-    secret = secrets.token_bytes(digest().digest_size)
-    return _SigningKey(
-        algorithm,
-        kid,
-        lambda data: hmac.new(secret, data, digest).digest(),
-        Key.secret(secret, algorithm, kid=kid),  # type: ignore[arg-type]
-        None,
-        secret,
-    )
-
-
-def _asymmetric_key(algorithm: str, kid: str) -> _SigningKey:
-    try:
-        from cryptography.hazmat.primitives import hashes  # noqa: PLC0415
-        from cryptography.hazmat.primitives.asymmetric import (  # noqa: PLC0415
-            ec,
-            ed25519,
-            padding,
-            rsa,
-        )
-        from cryptography.hazmat.primitives.asymmetric.utils import (  # noqa: PLC0415
-            decode_dss_signature,
-        )
-    except ImportError:
-        raise ConfigurationError(_NO_CRYPTOGRAPHY.format(alg=algorithm)) from None
-
-    jwk: dict[str, Any] = {"kid": kid, "alg": algorithm, "use": "sig"}
-    private: Any
-    sign: Callable[[bytes], bytes]
-    if algorithm in _RSA:
-        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        digest = getattr(hashes, f"SHA{algorithm[2:]}")()
-        pad: Any = (
-            padding.PKCS1v15()
-            if algorithm.startswith("RS")
-            else padding.PSS(padding.MGF1(digest), digest.digest_size)
-        )
-        numbers = private.public_key().public_numbers()
-        jwk.update(kty="RSA", n=_int_b64(numbers.n), e=_int_b64(numbers.e))
-
-        def sign(data: bytes) -> bytes:
-            signature: bytes = private.sign(data, pad, digest)
-            return signature
-
-    elif algorithm in _EC:
-        curve, crv, size, hash_name = _EC[algorithm]
-        private = ec.generate_private_key(getattr(ec, curve)())
-        ecdsa = ec.ECDSA(getattr(hashes, hash_name)())
-        point = private.public_key().public_numbers()
-        jwk.update(kty="EC", crv=crv, x=_int_b64(point.x, size), y=_int_b64(point.y, size))
-
-        def sign(data: bytes) -> bytes:
-            r, s = decode_dss_signature(private.sign(data, ecdsa))
-            return r.to_bytes(size, "big") + s.to_bytes(size, "big")
-
-    else:
-        private = ed25519.Ed25519PrivateKey.generate()
-        from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-
-        raw = private.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        jwk.update(kty="OKP", crv="Ed25519", x=b64url(raw))
-        sign = private.sign
-    return _SigningKey(algorithm, kid, sign, Key.jwk(jwk, algorithm), jwk, private)  # type: ignore[arg-type]
-
-
-def _new_key(algorithm: str, kid: str) -> _SigningKey:
-    if algorithm in _HMAC:
-        return _hmac_key(algorithm, kid)
-    return _asymmetric_key(algorithm, kid)
 
 
 def _json(value: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -237,7 +124,7 @@ class TestIssuer:
         self.lifetime = lifetime
         self._clock = clock
         self._defaults = _json(claims or {}, "claims")
-        self._keys = [_new_key(algorithm, kid)]
+        self._keys = [signing_key(algorithm, kid)]
 
     def __repr__(self) -> str:
         return (
@@ -302,7 +189,7 @@ class TestIssuer:
         algorithm = algorithm or self.algorithm  # type: ignore[assignment]
         if algorithm not in ALGORITHMS:
             raise ConfigurationError(f"TestIssuer signs with one of {', '.join(ALGORITHMS)}")
-        if keep and (algorithm in _HMAC) != (self.algorithm in _HMAC):
+        if keep and (algorithm in HMAC_ALGORITHMS) != (self.algorithm in HMAC_ALGORITHMS):
             raise ConfigurationError(
                 "rotate() keeps the published keys: a secret and key pairs cannot be "
                 "published together; pass keep=False to switch kinds"
@@ -310,7 +197,7 @@ class TestIssuer:
         kid = kid or f"test-key-{len(self._keys) + 1}"
         if kid in {signing.kid for signing in self._keys} and keep:
             raise ConfigurationError("kid is already published; pick another")
-        signing = _new_key(str(algorithm), kid)
+        signing = signing_key(str(algorithm), kid)
         self._keys = [*self._keys, signing] if keep else [signing]
         return kid
 
