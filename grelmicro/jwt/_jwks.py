@@ -214,6 +214,11 @@ class KeySource:
         return self.fetcher.count
 
     @property
+    def started(self) -> bool:
+        """``start()`` runs the background refresh (an app's lifespan called it)."""
+        return self._background is not None
+
+    @property
     def refresh_at(self) -> float:
         """When keys are next due (read on the request path, past a cache miss)."""
         return self.schedule.refresh_at

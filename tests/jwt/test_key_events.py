@@ -366,3 +366,99 @@ def test_no_record_carries_a_token_or_a_kid_taken_from_one(
     assert {"keys.loaded", "keys.stale_use", "keys.fetch_failed", "keys.withdrawn"} <= names
     assert_clean(caplog, good, probe, "invented-by-caller-7f3a", *good.split("."))
     verifier.close()
+
+
+# -- one-time warnings about how the verifier is used ------------------------------
+
+
+def test_many_verifiers_for_one_url_warn_once(
+    server: DocumentServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from grelmicro.jwt._issuers import MANY_SOURCES  # noqa: PLC0415
+
+    url = server.url("/many-verifiers.json")  # a URL no other test builds verifiers for
+    built = []
+    for count in range(1, MANY_SOURCES + 3):
+        built.append(build(server, FakeClock(), jwks_url=url))
+        warned = events(caplog, "verifier.many_per_source")
+        assert len(warned) == (count >= MANY_SOURCES), count
+    (record,) = warned
+    assert record.levelno == logging.WARNING
+    assert fields(record) == {
+        "jwt_event": "verifier.many_per_source",
+        "jwt_source": url,
+        "jwt_verifiers": MANY_SOURCES,
+    }
+    assert server.count("/many-verifiers.json") == 0  # building fetched nothing
+    for verifier in built:
+        verifier.close()
+
+
+def app_for(verifier: JWTVerifier, *, install: bool) -> Any:
+    from fastapi import Depends, FastAPI  # noqa: PLC0415
+
+    from grelmicro.jwt import Claims  # noqa: PLC0415
+    from grelmicro.jwt.fastapi import JWTBearer  # noqa: PLC0415
+
+    auth = JWTBearer(verifier)
+    app = FastAPI()
+    if install:
+        auth.install(app)
+
+    @app.get("/me")
+    def me(claims: Claims = Depends(auth)) -> dict[str, Any]:  # noqa: B008
+        return {"sub": claims.subject}
+
+    @app.get("/maybe")
+    def maybe(claims: Claims | None = Depends(auth.optional)) -> dict[str, Any]:  # noqa: B008
+        return {"sub": None if claims is None else claims.subject}
+
+    return app
+
+
+@pytest.mark.parametrize("install", [False, True])
+def test_serving_with_network_keys_never_started_warns_once(
+    server: DocumentServer, k1: Signer, caplog: pytest.LogCaptureFixture, install: bool
+) -> None:
+    pytest.importorskip("fastapi")
+    from servers import serve  # noqa: PLC0415
+
+    server.set(JWKS, jwks_of(k1), headers=KEPT)
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=FAST,
+        audience=AUD,
+        issuer=ISS,
+        clock=lambda: NOW,
+    )
+    token = mint(k1)
+    headers = {"Authorization": f"Bearer {token}"}
+    with serve(app_for(verifier, install=install)) as client:
+        for path in ("/me", "/me", "/maybe", "/maybe"):
+            answer = client.get(path, headers=headers)
+            assert answer.status_code == 200, answer.text
+    warned = events(caplog, "verifier.not_started")
+    if install:
+        assert warned == []
+    else:
+        (record,) = warned
+        assert record.levelno == logging.WARNING
+        assert record.jwt_sources == [server.url(JWKS)]  # type: ignore[attr-defined]
+        assert "install" in record.getMessage()
+    assert_clean(caplog, token)
+    verifier.close()
+
+
+def test_static_keys_never_warn_about_starting(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("fastapi")
+    from forge import SECRET, hmac_key  # noqa: PLC0415
+    from servers import serve  # noqa: PLC0415
+
+    from grelmicro.jwt import Key  # noqa: PLC0415
+
+    verifier = JWTVerifier([Key.secret(SECRET, "HS256")], audience=AUD, clock=lambda: NOW)
+    token = hmac_key().mint({"aud": AUD, "sub": "user-1", "exp": NOW + 60})
+    with serve(app_for(verifier, install=False)) as client:
+        assert client.get("/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert events(caplog, "verifier.not_started") == []
