@@ -224,7 +224,8 @@ class DPoPBinding(Binding):
         except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
             dpop_checked(self.telemetry, exc)  # telemetry (otel.py)
             raise self._refusal(challenges, exc) from None
-        dpop_checked(self.telemetry, None)
+        if self.telemetry is not None:  # nothing paid per accepted proof without telemetry
+            self.telemetry.dpop_checked(None)
 
     def _refusal(
         self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
