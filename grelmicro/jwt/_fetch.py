@@ -24,9 +24,33 @@ from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync
 from grelmicro.jwt._keys import note_padded
 
-__all__ = ["Fetched", "Fetcher"]
+__all__ = ["Fetched", "Fetcher", "log_event"]
 
 logger = logging.getLogger("grelmicro.jwt")
+
+
+def log_event(
+    level: int,
+    event: str,
+    source: str,
+    message: str,
+    *args: object,
+    exc_info: BaseException | None = None,
+    stacklevel: int = 2,
+    **fields: object,
+) -> None:
+    """One key-source event: a message for people, stable ``extra`` fields for machines.
+
+    The record carries ``jwt_event`` (``keys.refreshed``...), ``jwt_source``
+    (the configured JWKS URL, or the issuer given to ``discover=``) and each
+    of ``fields`` prefixed with ``jwt_``. The events and their fields are
+    listed in ``docs/observability.md``; none carries token or key material.
+    """
+    if logger.isEnabledFor(level):
+        extra: dict[str, object] = {"jwt_event": event, "jwt_source": source}
+        extra.update({f"jwt_{name}": value for name, value in fields.items()})
+        logger.log(level, message, *args, exc_info=exc_info, extra=extra, stacklevel=stacklevel)
+
 
 Answer = tuple[bytes, httpx.Headers]
 #: The key set of a document (None: a well-formed empty key list) and the
@@ -71,8 +95,13 @@ class Fetcher:
 
     @property
     def name(self) -> str:
-        """The URL for logs: the JWKS URL, or the issuer being discovered."""
+        """The URL for messages: the JWKS URL, or the issuer being discovered."""
         return self.url or f"discovery of {self.discover}"
+
+    @property
+    def source(self) -> str:
+        """The stable name of this source: the issuer given to ``discover=``, else the JWKS URL."""
+        return self.discover or self.url or "unnamed"
 
     # -- the steps ---------------------------------------------------------------
 
@@ -99,7 +128,16 @@ class Fetcher:
                 continue
             found = jwks_uri_of(body, issuer, self._insecure_ok)
             if self.url is not None and found != self.url:
-                logger.warning("discovery of %s: jwks_uri moved to %s", issuer, found)
+                log_event(
+                    logging.WARNING,
+                    "discovery.moved",
+                    self.source,
+                    "discovery of %s: jwks_uri moved to %s",
+                    issuer,
+                    found,
+                    jwks_uri=found,
+                    jwks_uri_before=self.url,
+                )
             self.url = found
             return found
         raise FetchError(f"discovery failed: {last}")
@@ -115,8 +153,16 @@ class Fetcher:
                 return None
             raise FetchError(f"not a usable JWKS: {exc.args[1]}") from None
         for kid, reason in key_set.skipped:
-            (logger.warning if "private key" in reason else logger.info)(
-                "JWKS %s: key %r skipped: %s", self.name, kid, reason
+            log_event(
+                logging.WARNING if "private key" in reason else logging.INFO,
+                "keys.key_skipped",
+                self.source,
+                "JWKS %s: key %r skipped: %s",
+                self.name,
+                kid,
+                reason,
+                kid=kid,
+                reason=reason,
             )
         note_padded(key_set.keys, f"JWKS {self.name}")
         return key_set

@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import difflib
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ from grelmicro.jwt._config import (
     as_names,
     check_flags,
 )
+from grelmicro.jwt._fetch import log_event
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import KeySource, KeySourceHealth
 from grelmicro.jwt._keys import Key, json_text, key_identity
@@ -591,6 +593,34 @@ def _check_sources(
     return config, None
 
 
+#: Key sources built for one JWKS URL (or discovered issuer) in this process
+#: before a warning says to share one verifier instead (once per URL).
+MANY_SOURCES = 8
+_built: dict[str, int] = {}
+_built_lock = threading.Lock()
+
+
+def _count_built(name: str) -> None:
+    """Count a key source built for ``name``; warn once when they are many.
+
+    A verifier built per request (or per call) fetches the keys each time
+    and keeps no cache: the classic mistake this catches.
+    """
+    with _built_lock:
+        count = _built[name] = _built.get(name, 0) + 1
+    if count == MANY_SOURCES:
+        log_event(
+            logging.WARNING,
+            "verifier.many_per_source",
+            name,
+            "%d verifiers were built for %s in this process: build one at startup and share "
+            "it (each verifier fetches and caches its own keys)",
+            count,
+            name,
+            verifiers=count,
+        )
+
+
 def build_router(
     config: JWTConfig,
     *,
@@ -615,6 +645,7 @@ def build_router(
         name = url if url is not None else f"discover:{discovered}"
         found = sources.get(name)
         if found is None:
+            _count_built(url if url is not None else str(discovered))
             found = sources[name] = KeySource(
                 jwks_url=url,
                 discover=discovered,

@@ -41,7 +41,7 @@ from typing import Literal
 import httpx
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._fetch import Fetcher
+from grelmicro.jwt._fetch import Fetcher, log_event
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions, ttl_of
 from grelmicro.jwt._schedule import FIRST_RETRY, Schedule
 from grelmicro.jwt.errors import KeysUnavailableError
@@ -172,6 +172,7 @@ class KeySource:
         self._clock = clock
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
+        self._withdrawing = threading.Lock()
         self._flight: _Flight | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: set[threading.Thread] = set()
@@ -179,7 +180,10 @@ class KeySource:
         self._closed = False
         self.key_set: _core.KeySet | None = None
         # Logging and health.
-        self._logged_at = -math.inf
+        self._logged_at = -math.inf  # the last fetch_failed record
+        self._unlogged = 0  # failures since it
+        self._stale_logged_at = -math.inf  # the last stale_use record
+        self._stale_unlogged = 0  # stale uses since it
         self._failing = False
         self._withdrawn = False
         self._empty = False
@@ -210,6 +214,11 @@ class KeySource:
         return self.fetcher.count
 
     @property
+    def started(self) -> bool:
+        """``start()`` runs the background refresh (an app's lifespan called it)."""
+        return self._background is not None
+
+    @property
     def refresh_at(self) -> float:
         """When keys are next due (read on the request path, past a cache miss)."""
         return self.schedule.refresh_at
@@ -223,6 +232,26 @@ class KeySource:
     def stale_until(self) -> float:
         """When the keys held stop serving."""
         return self.schedule.stale_until
+
+    def _event(
+        self,
+        level: int,
+        event: str,
+        message: str,
+        *args: object,
+        exc_info: BaseException | None = None,
+        **fields: object,
+    ) -> None:
+        log_event(
+            level,
+            event,
+            self.fetcher.source,
+            message,
+            *args,
+            exc_info=exc_info,
+            stacklevel=3,  # the line that called this method
+            **fields,
+        )
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(key_set)`` on every accepted key set."""
@@ -259,28 +288,35 @@ class KeySource:
             return
         for listener in self._listeners:
             listener(key_set)
+        held = self.key_set
         kids = {(key.fingerprint, key.kid) for key in key_set.keys}
-        before = (
-            set() if self.key_set is None else {(k.fingerprint, k.kid) for k in self.key_set.keys}
-        )
-        if kids != before:
-            logger.info(
-                "JWKS %s: %d keys (%d new, %d withdrawn), kept for %.0f s",
-                self.name,
-                len(kids),
-                len(kids - before),
-                len(before - kids),
-                ttl,
-            )
+        before = set() if held is None else {(k.fingerprint, k.kid) for k in held.keys}
         with self._lock:
             self.schedule.succeeded(started=started, now=now, ttl=ttl, spread=spread)
             self.key_set = key_set
             self.last_success = now
             self._withdrawn = self._empty = False
             recovered, self._failing = self._failing, False
+            self._unlogged = 0
+            self._stale_logged_at, self._stale_unlogged = -math.inf, 0
         self._watch_bound(now)
-        if recovered:
-            logger.warning("JWKS %s: fetched again, %d keys", self.name, len(key_set))
+        self._event(
+            logging.WARNING if recovered else logging.INFO if kids != before else logging.DEBUG,
+            "keys.loaded" if held is None else "keys.refreshed",
+            "JWKS %s: %d keys (%d new, %d withdrawn), kept for %.0f s%s",
+            self.name,
+            len(kids),
+            len(kids - before),
+            len(before - kids),
+            ttl,
+            "; fetched again after failures" if recovered else "",
+            keys=len(key_set),
+            keys_before=len(before),
+            kids_added=_kids(kids - before),
+            kids_removed=_kids(before - kids),
+            ttl=ttl,
+            recovered=recovered,
+        )
 
     def _accept_empty(self, now: float, ttl: float, spread: float, started: float) -> None:
         """A well-formed empty key list: withdraws the keys when seen twice in a row."""
@@ -294,17 +330,25 @@ class KeySource:
             if outcome == "withdrawn":
                 self.key_set = None
                 self._empty = True
-        if outcome == "empty-kept":
-            logger.warning(
-                "JWKS %s: the provider publishes an empty key list; "
-                "keys kept until it is seen again",
+        if outcome == "empty-kept" or held is None:
+            kept = outcome == "empty-kept"
+            self._event(
+                logging.WARNING if kept else logging.ERROR,
+                "keys.empty",
+                "JWKS %s: the provider publishes an empty key list; %s",
                 self.name,
+                "keys kept until it is seen again" if kept else "no keys",
+                keys=len(held) if kept and held is not None else 0,
             )
             return
-        if held is None:
-            logger.error("JWKS %s: the provider publishes an empty key list; no keys", self.name)
-            return
-        logger.error("JWKS %s: empty key list seen again; keys withdrawn", self.name)
+        self._event(
+            logging.ERROR,
+            "keys.withdrawn",
+            "JWKS %s: empty key list seen again; keys withdrawn",
+            self.name,
+            cause="empty-key-list",
+            keys_before=len(held),
+        )
         for listener in self._listeners:
             listener(None)
 
@@ -320,17 +364,27 @@ class KeySource:
             due = now - self._logged_at >= self.options.log_interval
             if first or due:
                 self._logged_at = now
-        if self.key_set is not None:
+                unlogged, self._unlogged = self._unlogged, 0
+            else:
+                self._unlogged += 1
+        key_set = self.key_set
+        if key_set is not None:
             self._watch_bound(now)
         if first or due:
-            held = "no keys held" if self.key_set is None else "keeping the last good keys"
-            logger.warning(
+            self._event(
+                logging.WARNING,
+                "keys.fetch_failed",
                 "JWKS %s: fetch failed (%s); %s; next attempt in %.3g s (%d failures so far)",
                 self.name,
                 reason,
-                held,
+                "no keys held" if key_set is None else "keeping the last good keys",
                 pause,
                 self.failure_count,
+                error=reason,
+                failures=self.failure_count,
+                retry_in=pause,
+                keys=0 if key_set is None else len(key_set),
+                suppressed=unlogged,
             )
 
     # -- single flight ----------------------------------------------------
@@ -373,8 +427,8 @@ class KeySource:
     def _lead_sync(self, flight: _Flight) -> None:
         try:
             self.fetch_sync(flight.started, rediscover=flight.rediscover)
-        except Exception as exc:  # a listener bug must not leave waiters hanging
-            logger.exception("JWKS %s: refresh failed unexpectedly", self.name)
+        except Exception as exc:  # noqa: BLE001 - logged; a listener bug must not hang waiters
+            self._unexpected(exc)
             self._failed(f"internal error ({type(exc).__name__})")
         finally:
             self._end(flight)
@@ -382,11 +436,21 @@ class KeySource:
     async def _lead_async(self, flight: _Flight) -> None:
         try:
             await self.fetch_async(flight.started, rediscover=flight.rediscover)
-        except Exception as exc:
-            logger.exception("JWKS %s: refresh failed unexpectedly", self.name)
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._unexpected(exc)
             self._failed(f"internal error ({type(exc).__name__})")
         finally:
             self._end(flight)
+
+    def _unexpected(self, exc: Exception) -> None:
+        self._event(
+            logging.ERROR,
+            "keys.internal_error",
+            "JWKS %s: refresh failed unexpectedly",
+            self.name,
+            error=type(exc).__name__,
+            exc_info=exc,
+        )
 
     def _run(self, flight: _Flight, *, block: bool) -> None:
         """Lead ``flight``: here (``block``), else on this thread's event loop or a thread."""
@@ -472,6 +536,7 @@ class KeySource:
         if self.key_set is not None and schedule.serves(now):
             if schedule.stale(now):
                 self.stale_uses += 1
+                self._stale_use(now)
             if now >= schedule.refresh_at and (self._background is None or self._background.done()):
                 self.refresh_background()
             return True
@@ -484,19 +549,51 @@ class KeySource:
         self._withdraw_if_past_bound()
         return False
 
+    def _stale_use(self, now: float) -> None:
+        """Log a use of expired keys: the first after they expired, then once per log interval."""
+        with self._lock:
+            if now - self._stale_logged_at < self.options.log_interval:
+                self._stale_unlogged += 1
+                return
+            self._stale_logged_at = now
+            unlogged, self._stale_unlogged = self._stale_unlogged, 0
+        schedule = self.schedule
+        self._event(
+            logging.WARNING,
+            "keys.stale_use",
+            "JWKS %s: serving keys %.0f s past their expiry (withdrawn in %.0f s)",
+            self.name,
+            now - schedule.expires_at,
+            schedule.stale_until - now,
+            stale_for=now - schedule.expires_at,
+            withdrawn_in=schedule.stale_until - now,
+            stale_uses=self.stale_uses,
+            suppressed=unlogged,
+        )
+
     def _withdraw_if_past_bound(self) -> None:
         """Past the bound, withdraw the last good keys and every cached result.
 
         The listeners drop the keys, and the verifier's cache with them.
         """
-        if self.key_set is None or self._withdrawn or self.schedule.serves(self._clock()):
-            return
-        self._withdrawn = True
-        logger.error(
-            "JWKS %s: keys past their staleness bound; verification answers 503", self.name
-        )
-        for listener in self._listeners:
-            listener(None)
+        # The bound watcher and a request may both get here: the second waits
+        # until the first has logged and told the listeners.
+        with self._withdrawing:
+            held = self.key_set
+            if held is None or self._withdrawn or self.schedule.serves(self._clock()):
+                return
+            self._withdrawn = True
+            self._event(
+                logging.ERROR,
+                "keys.withdrawn",
+                "JWKS %s: keys past their staleness bound; verification answers 503",
+                self.name,
+                cause="max-stale",
+                keys_before=len(held),
+                last_error=self.last_error,
+            )
+            for listener in self._listeners:
+                listener(None)
 
     def unknown_kid(self, arrived: float) -> KidStep:
         """A token that arrived at ``arrived`` names a kid the keys lack: what now.
@@ -663,6 +760,11 @@ class _BoundWatch:
 
 
 _BOUNDS = _BoundWatch()
+
+
+def _kids(pairs: set[tuple[str, str | None]]) -> list[str | None]:
+    """The kids of ``(fingerprint, kid)`` pairs, sorted (kid-less keys last, as None)."""
+    return sorted((kid for _, kid in pairs), key=lambda kid: (kid is None, kid or ""))
 
 
 def _on_event_loop() -> bool:

@@ -67,6 +67,7 @@ from grelmicro.jwt.errors import (
 from grelmicro.jwt.fastapi import Binding, JWTBearer
 from grelmicro.jwt.fastapi._challenges import BearerError, Challenges
 from grelmicro.jwt.fastapi._presentation import Presentation
+from grelmicro.jwt.otel import Reporter, dpop_checked, dpop_reporter
 
 __all__ = ["DPoPBearer", "DPoPBinding"]
 
@@ -157,6 +158,8 @@ class DPoPBinding(Binding):
         self.allowed_hosts = None if allowed_hosts is None else _hosts(allowed_hosts)
         self.trust_host_header = trust_host_header
         self._algs = f'algs="{" ".join(dpop.algorithms)}"'
+        #: Where checks are counted (set by DPoPBearer when its verifier has telemetry).
+        self.telemetry: Reporter | None = None
 
     def __repr__(self) -> str:
         return f"DPoPBinding(mode={self.dpop.mode!r})"
@@ -218,18 +221,29 @@ class DPoPBinding(Binding):
                 method=connection.scope.get("method", "GET"),
                 uri=self._uri(connection, challenges) if scheme == DPOP else "",
             )
-        except DPoPProofError as exc:
-            if exc.use_nonce:
-                raise self._use_nonce(challenges) from None
-            raise self._proof_refused(challenges, exc.reason) from None
-        except DPoPReplayError as exc:
-            if exc.store_full:
-                raise challenges.unavailable("dpop-replay-store-full", _STORE_FULL) from None
-            if exc.over_quota:
-                raise challenges.too_many("dpop-replay-over-quota", _OVER_QUOTA) from None
-            raise self._proof_refused(challenges, exc.reason) from None
-        except DPoPBindingError as exc:
-            raise challenges.invalid_token(exc.reason, DPOP) from None
+        except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
+            dpop_checked(self.telemetry, exc)  # telemetry (otel.py)
+            raise self._refusal(challenges, exc) from None
+        if self.telemetry is not None:  # nothing paid per accepted proof without telemetry
+            self.telemetry.dpop_checked(None)
+
+    def _refusal(
+        self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
+    ) -> BearerError:
+        """The answer to a refused DPoP check."""
+        if isinstance(exc, DPoPBindingError):
+            return challenges.invalid_token(exc.reason, DPOP)
+        if isinstance(exc, DPoPProofError):
+            return (
+                self._use_nonce(challenges)
+                if exc.use_nonce
+                else self._proof_refused(challenges, exc.reason)
+            )
+        if exc.store_full:
+            return challenges.unavailable("dpop-replay-store-full", _STORE_FULL)
+        if exc.over_quota:
+            return challenges.too_many("dpop-replay-over-quota", _OVER_QUOTA)
+        return self._proof_refused(challenges, exc.reason)
 
     def _proof_refused(self, challenges: Challenges, reason: str) -> BearerError:
         return challenges.refusal(
@@ -297,6 +311,7 @@ class DPoPBearer(JWTBearer):
             trust_host_header=trust_host_header,
         )
         super().__init__(verifier, bindings=(binding, *bindings), **options)
+        binding.telemetry = dpop_reporter(verifier, binding.dpop)
         self.dpop = binding.dpop
         self.public_url = binding.public_url
         mode = binding.dpop.mode

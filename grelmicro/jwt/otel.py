@@ -40,6 +40,7 @@ from grelmicro.jwt.errors import (
 )
 
 if TYPE_CHECKING:
+    from grelmicro.jwt._dpop import DPoPVerifier
     from grelmicro.jwt._jwks import KeySource
     from grelmicro.jwt._verifier import JWTVerifier
 
@@ -96,6 +97,20 @@ def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
     reporter: Reporter | None = verifier._telemetry
     if reporter is not None:
         reporter.answered(status, reason)
+
+
+def dpop_reporter(verifier: JWTVerifier, dpop: DPoPVerifier) -> Reporter | None:
+    """The reporter DPoP checks go to (None without telemetry); watches ``dpop``'s replay store."""
+    reporter: Reporter | None = verifier._telemetry
+    if reporter is not None:
+        reporter.watch_replay_store(dpop.replay_store)
+    return reporter
+
+
+def dpop_checked(reporter: Reporter | None, error: JWTError | None) -> None:
+    """Count one DPoP check: accepted (``error`` None) or refused; no-op without telemetry."""
+    if reporter is not None:
+        reporter.dpop_checked(error)
 
 
 class _Instruments:
@@ -194,6 +209,21 @@ class _Instruments:
             unit="{response}",
             description="Requests the FastAPI dependency refused, by status and reason.",
         )
+        self.proofs = meter.create_counter(
+            "grelmicro.jwt.dpop.proofs",
+            unit="{proof}",
+            description="DPoP checks of requests, by outcome (accepted/refused) and reason.",
+        )
+        for name, field, description in (
+            ("size", "__len__", "Live entries in the DPoP replay stores."),
+            ("limit", "max_size", "Most entries the DPoP replay stores hold."),
+        ):
+            meter.create_observable_up_down_counter(
+                f"grelmicro.jwt.dpop.replay_store.{name}",
+                callbacks=[self._stores(field)],
+                unit="{entry}",
+                description=description,
+            )
 
     def latency(self) -> Any:
         """The verification-duration histogram (created when a verifier first asks)."""
@@ -205,6 +235,24 @@ class _Instruments:
                 explicit_bucket_boundaries_advisory=_VERIFY_BUCKETS,
             )
         return self.duration
+
+    def _stores(self, field: str) -> Callable[[Any], Iterator[Any]]:
+        """Read the replay stores of every reporter, each store once (they are often shared)."""
+
+        def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
+            from opentelemetry.metrics import Observation  # noqa: PLC0415
+
+            stores = {id(store): store for r in list(self.reporters) for store in r.replay_stores}
+            if not stores:
+                return
+            if field == "__len__":
+                yield Observation(sum(len(store) for store in stores.values()))
+                return
+            limits = [getattr(store, field, None) for store in stores.values()]
+            if all(isinstance(limit, int) for limit in limits):
+                yield Observation(sum(limits))  # type: ignore[arg-type]
+
+        return observe
 
     def _reader(self, what: str) -> Callable[[Any], Iterator[Any]]:
         def observe(options: Any) -> Iterator[Any]:  # noqa: ARG001
@@ -264,6 +312,9 @@ class Reporter:
         self._fetches = shared.fetches
         self._fetch_duration = shared.fetch_duration
         self._answers = shared.answers
+        self._proofs = shared.proofs
+        #: Replay stores to observe (held, not weakly: stores have slots and live as long).
+        self.replay_stores: list[Any] = []
         self._duration = shared.latency() if options.latency else None
         shared.reporters.add(self)
 
@@ -304,6 +355,29 @@ class Reporter:
     def answered(self, status: int, reason: str) -> None:
         """One refusal answered by the FastAPI dependency."""
         self._answers.add(1, {"http.response.status_code": status, "reason": reason})
+
+    def watch_replay_store(self, store: object) -> None:
+        """Report ``store``'s occupancy (a store that cannot say its size is left out)."""
+        if hasattr(store, "__len__") and not any(s is store for s in self.replay_stores):
+            self.replay_stores.append(store)
+
+    def dpop_checked(self, error: JWTError | None) -> None:
+        """One DPoP check: accepted, or refused with the reason the client is answered."""
+        if error is None:
+            self._proofs.add(1, {"outcome": "accepted"})
+            return
+        reason = error.reason
+        if getattr(error, "use_nonce", False):
+            reason = "use-dpop-nonce"
+        elif getattr(error, "store_full", False):
+            reason = "dpop-replay-store-full"
+        elif getattr(error, "over_quota", False):
+            reason = "dpop-replay-over-quota"
+        attributes = {"outcome": "refused", "reason": reason}
+        check = getattr(error, "check", None)
+        if isinstance(check, str):  # the rule's name, from a fixed set in the code
+            attributes["check"] = check
+        self._proofs.add(1, attributes)
 
     # -- counting --------------------------------------------------------------
 

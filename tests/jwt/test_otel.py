@@ -502,6 +502,113 @@ def test_fastapi_refusals_by_status_and_reason_through_uvicorn(sink):
     assert not [span for span in sink.finished() if span.name.startswith("grelmicro.")]
 
 
+def test_dpop_checks_by_outcome_and_the_replay_store_through_uvicorn(sink):
+    pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
+    from dpop_proofs import ProofSigner, access_token  # noqa: PLC0415
+
+    from grelmicro.jwt import DPoPVerifier, ReplayStore  # noqa: PLC0415
+    from grelmicro.jwt.fastapi_dpop import DPoPBearer  # noqa: PLC0415
+
+    store = ReplayStore(4096)
+    dpop = DPoPVerifier(replay_store=store, clock=lambda: NOW)
+    signer = ProofSigner("ES256")
+    bound = access_token(signer.jkt)
+    app = FastAPI()
+    # Two verifiers (one per route) sharing one replay store: counted once.
+    for path in ("/a", "/b"):
+        verifier = JWTVerifier(
+            [Key.secret(SECRET, "HS256")], clock=lambda: NOW, telemetry=sink.telemetry
+        )
+        auth = DPoPBearer(verifier, dpop, trust_host_header=True)
+
+        @app.get(path)
+        def route(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+            return {"sub": claims.subject}
+
+    with serve(app) as client:
+        uri = str(client.base_url).rstrip("/") + "/a"
+        proof = signer.proof("GET", uri, bound)
+        dpop_headers = {"Authorization": f"DPoP {bound}", "DPoP": proof}
+        assert client.get("/a", headers=dpop_headers).status_code == 200
+        assert client.get("/a", headers=dpop_headers).status_code == 401  # replayed
+        no_proof = {"Authorization": f"DPoP {bound}"}
+        assert client.get("/a", headers=no_proof).status_code == 401
+        as_bearer = {"Authorization": f"Bearer {bound}"}
+        assert client.get("/b", headers=as_bearer).status_code == 401
+        unbound = {"Authorization": f"Bearer {access_token(None)}"}
+        assert client.get("/b", headers=unbound).status_code == 200  # no proof to check
+
+    proofs = sink.metrics()["grelmicro.jwt.dpop.proofs"]
+    assert proofs[0] == "{proof}"
+    assert sorted(proofs[1], key=str) == sorted(
+        [
+            ({"outcome": "accepted"}, 1),
+            ({"outcome": "refused", "reason": "dpop-replay"}, 1),
+            ({"outcome": "refused", "reason": "dpop-proof", "check": "missing"}, 1),
+            ({"outcome": "refused", "reason": "dpop-binding", "check": "bearer"}, 1),
+        ],
+        key=str,
+    )
+    assert len(store) == 1
+    size = sink.metrics()["grelmicro.jwt.dpop.replay_store.size"]
+    assert size == ("{entry}", [({}, 1)])
+    assert value_of(sink, "grelmicro.jwt.dpop.replay_store.limit") == 4096
+    values = repr(every_attribute_value(sink))
+    for forbidden in (bound, proof, signer.jkt, *proof.split(".")):
+        assert forbidden not in values
+
+
+def test_dpop_refusals_the_client_is_told_to_retry_are_counted_by_that_answer(sink):
+    pytest.importorskip("cryptography", reason="DPoP proofs are signed with cryptography")
+    from dpop_proofs import ProofSigner, access_token  # noqa: PLC0415
+
+    from grelmicro.jwt import DPoPNonces, DPoPVerifier, ReplayStore  # noqa: PLC0415
+    from grelmicro.jwt.fastapi_dpop import DPoPBearer  # noqa: PLC0415
+
+    signer = ProofSigner("ES256")
+    bound = access_token(signer.jkt)
+    cases = [
+        (DPoPVerifier(replay_store=ReplayStore(1, shards=1), clock=lambda: NOW), 503),
+        (DPoPVerifier(replay_store=ReplayStore(64, max_per_key=1), clock=lambda: NOW), 429),
+        (DPoPVerifier(nonces=DPoPNonces(clock=lambda: NOW), clock=lambda: NOW), 401),
+    ]
+    for dpop, status in cases:
+        verifier = JWTVerifier(
+            [Key.secret(SECRET, "HS256")], clock=lambda: NOW, telemetry=sink.telemetry
+        )
+        auth = DPoPBearer(verifier, dpop, trust_host_header=True)
+        app = FastAPI()
+
+        @app.get("/a")
+        def route(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+            return {"sub": claims.subject}
+
+        with serve(app) as client:
+            uri = str(client.base_url).rstrip("/") + "/a"
+            answers = [
+                client.get(
+                    "/a",
+                    headers={
+                        "Authorization": f"DPoP {bound}",
+                        "DPoP": signer.proof("GET", uri, bound),
+                    },
+                ).status_code
+                for _ in range(2)
+            ]
+        assert answers[-1] == status
+
+    refused = {
+        (attributes["reason"], attributes.get("check")): value
+        for attributes, value in points(sink, "grelmicro.jwt.dpop.proofs")
+        if attributes["outcome"] == "refused"
+    }
+    assert refused == {
+        ("dpop-replay-store-full", None): 1,
+        ("dpop-replay-over-quota", None): 1,
+        ("use-dpop-nonce", "nonce"): 2,
+    }
+
+
 # -- what attributes may hold -------------------------------------------------------------
 
 
@@ -631,7 +738,13 @@ def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
 ):
     exporter = pytest.importorskip("opentelemetry.exporter.prometheus")
     prometheus_client = pytest.importorskip("prometheus_client")
-    from grelmicro.jwt.otel import answered  # noqa: PLC0415 - the FastAPI dependency's hook
+    from grelmicro.jwt import DPoPVerifier  # noqa: PLC0415
+    from grelmicro.jwt.errors import DPoPReplayError  # noqa: PLC0415
+    from grelmicro.jwt.otel import (  # noqa: PLC0415 - the FastAPI dependencies' hooks
+        answered,
+        dpop_checked,
+        dpop_reporter,
+    )
 
     dashboard = json.loads((ROOT / "examples" / "grafana-dashboard.json").read_text("utf-8"))
     expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
@@ -651,6 +764,9 @@ def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
             with pytest.raises(TokenRejectedError):
                 verifier.verify(tamper(token))
             answered(verifier, 401, "signature")
+            dpop = dpop_reporter(verifier, DPoPVerifier())
+            dpop_checked(dpop, None)
+            dpop_checked(dpop, DPoPReplayError("replayed"))
             text = prometheus_client.generate_latest(prometheus_client.REGISTRY).decode()
         finally:
             verifier.close()

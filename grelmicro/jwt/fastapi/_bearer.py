@@ -13,6 +13,7 @@ not postpone annotations.
 
 import copy
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, TypeVar
@@ -50,6 +51,9 @@ from grelmicro.jwt.otel import answered
 __all__ = ["JWTBearer"]
 
 logger = logging.getLogger("grelmicro.jwt")
+
+#: Verifiers already warned about serving requests without a started lifespan.
+_UNSTARTED: weakref.WeakSet[JWTVerifier] = weakref.WeakSet()
 
 M = TypeVar("M")
 
@@ -139,6 +143,7 @@ class JWTBearer(SecurityBase):
         self._models: dict[type[Any], Callable[..., Awaitable[Any]]] = {}
         self._optional: JWTBearer | None = None
         self._role_variants: dict[tuple[str, ...], JWTBearer] = {}
+        self._start_checked = False
 
     def __repr__(self) -> str:
         mode = "" if self.auto_error else ", auto_error=False"
@@ -156,6 +161,8 @@ class JWTBearer(SecurityBase):
         reads), verify the token, check what binds it to the request, check
         the scopes and roles the route requires.
         """
+        if not self._start_checked:
+            self._check_started()
         try:
             scope = connection.scope
             presentation = read_credentials(scope, self._schemes, self.challenges)
@@ -179,6 +186,30 @@ class JWTBearer(SecurityBase):
                 await self._close(connection, exc)
             raise
         return claims
+
+    def _check_started(self) -> None:
+        """On the first request: warn (once per verifier) when network keys were never started.
+
+        Without ``auth.install(app)`` (or ``await verifier.start()`` in the
+        app's lifespan) the keys load on the first request, which waits for
+        them, and are refreshed only when requests find them due.
+        """
+        self._start_checked = True
+        router = self.verifier._router
+        if router is None or any(source.started for source in router._sources):
+            return
+        if self.verifier in _UNSTARTED:
+            return
+        _UNSTARTED.add(self.verifier)
+        logger.warning(
+            "JWTBearer serves requests with keys from the network, but the verifier was "
+            "never started: keys load on the first request and refresh only on requests. "
+            "Call auth.install(app), or await verifier.start() in the app's lifespan",
+            extra={
+                "jwt_event": "verifier.not_started",
+                "jwt_sources": [source.fetcher.source for source in router._sources],
+            },
+        )
 
     async def _after_refusal(
         self, presentation: Presentation, exc: TokenRejectedError | KeysUnavailableError
