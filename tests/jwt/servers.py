@@ -1,8 +1,9 @@
 """Real HTTP and HTTPS servers on 127.0.0.1 serving documents the test controls.
 
 :class:`DocumentServer` answers each path with whatever the test last set for
-it (status, headers, body, a delay before answering, a slow drip of the body)
-and counts requests per path. :func:`make_tls` builds a throwaway CA and a
+it (status, headers, body, a delay before answering, a slow drip of the body,
+a gate the test opens when it wants the answer to go) and counts requests per
+path. :func:`make_tls` builds a throwaway CA and a
 server certificate for 127.0.0.1/localhost with ``cryptography``; the client
 trusts that CA through its own SSL context, never the system store.
 Servers bind port 0 (an ephemeral port) and stop when the test ends.
@@ -40,6 +41,9 @@ class Answer:
     delay: float = 0.0
     drip: float = 0.0  # seconds between bytes of the body, when > 0
     content_length: bool = True
+    # When set, the answer waits until the test opens the gate (or the server
+    # stops): a test can hold a fetch in flight as long as it likes.
+    gate: threading.Event | None = None
 
 
 class DocumentServer:
@@ -50,6 +54,7 @@ class DocumentServer:
         self.hits: collections.Counter[str] = collections.Counter()
         self.stopping = threading.Event()
         self.connections: set[socket.socket] = set()
+        self.gates: list[threading.Event] = []
         self._lock = threading.Lock()
         outer = self
 
@@ -75,6 +80,10 @@ class DocumentServer:
                 with outer._lock:
                     outer.hits[path] += 1
                     answer = outer.answers.get(path, Answer(b"not found", 404))
+                if answer.gate is not None:
+                    answer.gate.wait()
+                    if outer.stopping.is_set():
+                        return
                 if answer.delay and outer.stopping.wait(answer.delay):
                     return
                 try:
@@ -120,7 +129,9 @@ class DocumentServer:
         if isinstance(body, str):
             body = body.encode()
         with self._lock:
-            self.answers[path] = Answer(body, **options)
+            self.answers[path] = answer = Answer(body, **options)
+            if answer.gate is not None:
+                self.gates.append(answer.gate)
 
     def count(self, path: str) -> int:
         with self._lock:
@@ -132,6 +143,10 @@ class DocumentServer:
 
     def stop(self) -> None:
         self.stopping.set()
+        with self._lock:
+            gates = list(self.gates)
+        for gate in gates:  # a held answer ends unanswered
+            gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         # Kept-alive connections too: a stopped provider answers nothing more.
