@@ -21,6 +21,7 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +30,7 @@ from typing import Any
 
 import httpx
 from forge import Signer, certificate_builder
+from support import HANG_GUARD
 
 
 @dataclass
@@ -276,17 +278,18 @@ class Running:
     def start(self) -> bool:
         """Start; ``False`` if the application refused to start."""
         self.thread.start()
-        for _ in range(1000):
+        guard = time.monotonic() + HANG_GUARD
+        while time.monotonic() < guard:
             if self.server.started:
                 return True
             if not self.thread.is_alive():
                 return False
             self.thread.join(0.01)
-        raise AssertionError("uvicorn did not start within 10 s")
+        raise AssertionError(f"uvicorn did not start in {HANG_GUARD} s (a hang)")
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self.thread.join(10)
+        self.thread.join(HANG_GUARD)
         assert not self.thread.is_alive(), "uvicorn did not stop"
         self.listener.close()
 
@@ -297,7 +300,7 @@ def serve(app: Any) -> Iterator[httpx.Client]:
     running = Running(app)
     assert running.start(), f"application failed to start: {running.error!r}"
     try:
-        with httpx.Client(base_url=running.url, timeout=10) as client:
+        with httpx.Client(base_url=running.url, timeout=HANG_GUARD) as client:
             yield client
     finally:
         running.stop()
