@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -71,6 +72,17 @@ def only_source(verifier: JWTVerifier) -> KeySource:
     assert verifier._router is not None
     (source,) = verifier._router._sources
     return source
+
+
+def all_waiting(verifier: JWTVerifier, count: int) -> Callable[[], bool]:
+    """Whether ``count`` tasks wait on the fetch in flight (to hold its answer until then)."""
+    source = only_source(verifier)
+
+    def waiting() -> bool:
+        flight = source.in_flight()
+        return flight is not None and len(flight.waiters) == count
+
+    return waiting
 
 
 @pytest.fixture
@@ -548,11 +560,12 @@ def test_a_redirect_is_never_followed(server: DocumentServer, k1: Signer) -> Non
 
 
 def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1: Signer) -> None:
+    # The delay makes the threads overlap; PATIENT: no limit ends the slow answer.
     server.set(JWKS, jwks_of(k1), delay=0.3)
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
-        fetch=FAST,
+        fetch=PATIENT,
         clock=FakeClock(),
         audience=AUD,
         cache_size=0,
@@ -572,7 +585,7 @@ def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
 ) -> None:
     server.set(JWKS, jwks_of(k1))
     clock = FakeClock()
-    verifier = network_verifier(server, clock, cache_size=0)
+    verifier = network_verifier(server, clock, PATIENT, cache_size=0)
     verifier.verify(mint(k1))
     server.set(JWKS, jwks_of(k1, k2), delay=0.3)
     clock.now += 3  # the keys held predate the tokens
@@ -593,16 +606,10 @@ async def test_fifty_tasks_during_a_load_share_one_fetch(
     gate = threading.Event()
     server.set(JWKS, jwks_of(k1), gate=gate)
     verifier = network_verifier(server, FakeClock(), PATIENT, cache_size=0)
-    source = only_source(verifier)
     tokens = [mint(k1, jti=str(i)) for i in range(50)]
     calls = asyncio.ensure_future(asyncio.gather(*(verifier.verify_async(t) for t in tokens)))
-
-    def all_waiting() -> bool:
-        flight = source.in_flight()
-        return flight is not None and len(flight.waiters) == 50
-
     # The answer is held until every task waits on the one fetch in flight.
-    await eventually_async(all_waiting, "50 tasks waiting on one fetch")
+    await eventually_async(all_waiting(verifier, 50), "50 tasks waiting on one fetch")
     gate.set()
     results = await calls
     assert [c["sub"] for c in results] == ["user-1"] * 50
@@ -616,12 +623,16 @@ async def test_fifty_tasks_with_a_new_kid_share_one_fetch(
 ) -> None:
     server.set(JWKS, jwks_of(k1))
     clock = FakeClock()
-    async with network_verifier(server, clock, cache_size=0) as verifier:
+    async with network_verifier(server, clock, PATIENT, cache_size=0) as verifier:
         assert server.count(JWKS) == 1  # start() loaded the keys
-        server.set(JWKS, jwks_of(k1, k2), delay=0.3)
+        gate = threading.Event()
+        server.set(JWKS, jwks_of(k1, k2), gate=gate)
         clock.now += 3  # the keys held predate the tokens
         tokens = [mint(k2, jti=str(i)) for i in range(50)]
-        results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
+        calls = asyncio.ensure_future(asyncio.gather(*(verifier.verify_async(t) for t in tokens)))
+        await eventually_async(all_waiting(verifier, 50), "50 tasks waiting on one fetch")
+        gate.set()
+        results = await calls
         assert [c["sub"] for c in results] == ["user-1"] * 50
         assert server.count(JWKS) == 2
 
