@@ -20,7 +20,7 @@ import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, Signer, hmac_key, private_key
 from servers import DocumentServer, jwks_of, serve
-from support import FakeClock, documents, eventually, eventually_async
+from support import HANG_GUARD, FakeClock, documents, eventually, eventually_async
 
 from grelmicro.jwt import (
     Claims,
@@ -116,7 +116,9 @@ async def test_verify_async_of_a_newly_published_key_is_not_reported(
 ) -> None:
     server.set(JWKS, jwks_of(k1))
     clock, reports = FakeClock(), Reports()
-    async with verifier_over(server.url(JWKS), clock, reports) as verifier:
+    # A slow answer the token waits for; no limit of FAST ends it first.
+    patient = dataclasses.replace(FAST, read_timeout=HANG_GUARD, total_timeout=HANG_GUARD)
+    async with verifier_over(server.url(JWKS), clock, reports, patient) as verifier:
         server.set(JWKS, jwks_of(k1, k2), delay=0.2)
         clock.now += 8
         assert (await verifier.verify_async(mint(k2)))["sub"] == "user-1"
