@@ -29,9 +29,11 @@ from support import accept, key_for, outcome, payload, reject, verifier_for
 
 from grelmicro.jwt import JWTVerifier
 
-#: A hang guard, not a benchmark: the measured figures are printed and
-#: recorded in README.md; this bound only catches pathological slowness.
-HANG_GUARD_MS = 50.0
+#: A hang guard, never a speed check: it trips only on a refusal that does
+#: not end (the slowest case here takes about 13 ms). What each test proves
+#: is the reason of the refusal: the size or depth check, the number parser,
+#: the signature; the time it took is printed and recorded in README.md.
+HANG_GUARD_SECONDS = 30.0
 MIB = 1 << 20
 
 
@@ -57,7 +59,7 @@ def _timed(
     ms = _refusal_ms(verifier, token, reason, runs)
     timings.append((what, ms, reason))
     print(f"{what}: refused as {reason} in {ms:.3f} ms")
-    assert ms < HANG_GUARD_MS, f"{what} took {ms:.1f} ms to refuse"
+    assert ms < HANG_GUARD_SECONDS * 1000, f"{what}: no refusal after {ms / 1000:.0f} s"
 
 
 def _signed(ring: forge.KeyRing, body: bytes, header: Any = None) -> str:
@@ -185,7 +187,7 @@ def test_huge_exp_integer_is_exact_and_far_ahead(ring: forge.KeyRing) -> None:
     assert accept(verifier_for(ring, "HS256"), _signed(ring, body))["exp"] == 10**40
 
 
-def test_numbers_with_thousands_of_digits_are_refused_fast(
+def test_numbers_with_thousands_of_digits_are_refused_as_malformed(
     ring: forge.KeyRing, timings: list[tuple[str, float, str]]
 ) -> None:
     # Never converted digit by digit (CVE-2020-10735 class): refused as JSON.
@@ -239,7 +241,7 @@ def _deep(kind: str, depth: int) -> bytes:
 
 
 @pytest.mark.parametrize("kind", ["arrays", "objects"])
-def test_5000_deep_nesting_is_refused_fast(
+def test_5000_deep_nesting_is_refused_by_the_depth_check(
     ring: forge.KeyRing, timings: list[tuple[str, float, str]], kind: str
 ) -> None:
     # Raised size limit: the depth check, not the size check, must refuse these.
@@ -312,22 +314,23 @@ def test_1mb_tokens_under_a_1mib_limit(
     _timed(timings, "1 MiB + 1 byte", verifier, over, "too-large")
 
 
-def test_1mb_header_with_many_members_is_refused_fast(
+def test_1mb_header_with_many_members_is_refused_by_the_signature(
     ring: forge.KeyRing, timings: list[tuple[str, float, str]]
 ) -> None:
     verifier = verifier_for(ring, "HS256", max_token_size=MIB)
     members = b",".join(b'"%d":0' % i for i in range(70_000))
     forged = forge.unsigned(b'{"alg":"HS256",' + members + b"}", payload(), b"\x00" * 32)
     assert len(forged) <= MIB
-    # The fastest of three, like every other timing here: a shared machine
-    # only ever adds time, and a quadratic check would miss the guard on all.
+    # Refused by the signature: the header was read to its end first. Its
+    # time is printed (README: 13 ms; 4-5 s when the duplicate check was
+    # quadratic, issue 24 bug 1), never asserted.
     _timed(timings, "1 MiB forged header, 70,000 members", verifier, forged, "signature", runs=3)
 
 
-def test_payload_with_many_members_is_linear(
+def test_payload_with_many_members_is_refused_for_its_duplicate(
     ring: forge.KeyRing, timings: list[tuple[str, float, str]]
 ) -> None:
-    # Only reachable with a valid signature, but it must stay linear too.
+    # Only reachable with a valid signature; its time is printed like the rest.
     verifier = verifier_for(ring, "HS256", max_token_size=MIB)
     members = b",".join(b'"%d":0' % i for i in range(60_000))
     body = b'{"exp":9999999999,' + members + b',"0":1}'

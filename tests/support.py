@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,6 +115,33 @@ def together(count: int, work: Callable[[int], None], timeout: float = 120) -> l
         thread.join(timeout=timeout)
     assert not any(thread.is_alive() for thread in threads)
     return unexpected
+
+
+#: How long a test waits for something that must come: only a true hang runs
+#: it out, never a slow machine (tests assert no speed, see eventually()).
+HANG_GUARD = 60.0
+
+
+def eventually(condition: Callable[[], object], what: str) -> None:
+    """Wait until ``condition()`` holds; fail only past :data:`HANG_GUARD`.
+
+    For what another thread or a real clock brings about: the test asserts
+    that it happens, never how soon.
+    """
+    guard = time.monotonic() + HANG_GUARD
+    while not condition():
+        if time.monotonic() > guard:
+            raise AssertionError(f"{what}: not after {HANG_GUARD} s (a hang)")
+        time.sleep(0.01)
+
+
+async def eventually_async(condition: Callable[[], object], what: str) -> None:
+    """:func:`eventually` on an event loop: the loop keeps running meanwhile."""
+    guard = time.monotonic() + HANG_GUARD
+    while not condition():
+        if time.monotonic() > guard:
+            raise AssertionError(f"{what}: not after {HANG_GUARD} s (a hang)")
+        await asyncio.sleep(0.01)
 
 
 def accepted_proofs(

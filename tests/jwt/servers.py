@@ -1,8 +1,9 @@
 """Real HTTP and HTTPS servers on 127.0.0.1 serving documents the test controls.
 
 :class:`DocumentServer` answers each path with whatever the test last set for
-it (status, headers, body, a delay before answering, a slow drip of the body)
-and counts requests per path. :func:`make_tls` builds a throwaway CA and a
+it (status, headers, body, a delay before answering, a slow drip of the body,
+a gate the test opens when it wants the answer to go) and counts requests per
+path. :func:`make_tls` builds a throwaway CA and a
 server certificate for 127.0.0.1/localhost with ``cryptography``; the client
 trusts that CA through its own SSL context, never the system store.
 Servers bind port 0 (an ephemeral port) and stop when the test ends.
@@ -20,6 +21,7 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +30,7 @@ from typing import Any
 
 import httpx
 from forge import Signer, certificate_builder
+from support import HANG_GUARD
 
 
 @dataclass
@@ -40,6 +43,9 @@ class Answer:
     delay: float = 0.0
     drip: float = 0.0  # seconds between bytes of the body, when > 0
     content_length: bool = True
+    # When set, the answer waits until the test opens the gate (or the server
+    # stops): a test can hold a fetch in flight as long as it likes.
+    gate: threading.Event | None = None
 
 
 class DocumentServer:
@@ -50,6 +56,7 @@ class DocumentServer:
         self.hits: collections.Counter[str] = collections.Counter()
         self.stopping = threading.Event()
         self.connections: set[socket.socket] = set()
+        self.gates: list[threading.Event] = []
         self._lock = threading.Lock()
         outer = self
 
@@ -75,6 +82,10 @@ class DocumentServer:
                 with outer._lock:
                     outer.hits[path] += 1
                     answer = outer.answers.get(path, Answer(b"not found", 404))
+                if answer.gate is not None:
+                    answer.gate.wait()
+                    if outer.stopping.is_set():
+                        return
                 if answer.delay and outer.stopping.wait(answer.delay):
                     return
                 try:
@@ -120,7 +131,9 @@ class DocumentServer:
         if isinstance(body, str):
             body = body.encode()
         with self._lock:
-            self.answers[path] = Answer(body, **options)
+            self.answers[path] = answer = Answer(body, **options)
+            if answer.gate is not None:
+                self.gates.append(answer.gate)
 
     def count(self, path: str) -> int:
         with self._lock:
@@ -132,6 +145,10 @@ class DocumentServer:
 
     def stop(self) -> None:
         self.stopping.set()
+        with self._lock:
+            gates = list(self.gates)
+        for gate in gates:  # a held answer ends unanswered
+            gate.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         # Kept-alive connections too: a stopped provider answers nothing more.
@@ -261,17 +278,18 @@ class Running:
     def start(self) -> bool:
         """Start; ``False`` if the application refused to start."""
         self.thread.start()
-        for _ in range(1000):
+        guard = time.monotonic() + HANG_GUARD
+        while time.monotonic() < guard:
             if self.server.started:
                 return True
             if not self.thread.is_alive():
                 return False
             self.thread.join(0.01)
-        raise AssertionError("uvicorn did not start within 10 s")
+        raise AssertionError(f"uvicorn did not start in {HANG_GUARD} s (a hang)")
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self.thread.join(10)
+        self.thread.join(HANG_GUARD)
         assert not self.thread.is_alive(), "uvicorn did not stop"
         self.listener.close()
 
@@ -282,7 +300,7 @@ def serve(app: Any) -> Iterator[httpx.Client]:
     running = Running(app)
     assert running.start(), f"application failed to start: {running.error!r}"
     try:
-        with httpx.Client(base_url=running.url, timeout=10) as client:
+        with httpx.Client(base_url=running.url, timeout=HANG_GUARD) as client:
             yield client
     finally:
         running.stop()

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Security, WebSocket
 from forge import NOW, SECRET, hmac_key, private_key, tamper
 from pydantic import BaseModel
 from servers import DocumentServer, Running, jwks_of, serve
-from support import documents
+from support import HANG_GUARD, documents
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -219,7 +219,7 @@ def test_a_refusal_escaping_a_websocket_route_closes_1008(ws_url):
     with connect(f"{ws_url}/ws-by-hand") as ws:
         ws.send(mint(exp=NOW - 1))
         with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=5)
+            ws.recv(timeout=HANG_GUARD)
     assert closed.value.rcvd is not None
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "expired")
 
@@ -628,7 +628,7 @@ def test_websocket_keys_unavailable_closes_with_1013():
         url = running.url.replace("http://", "ws://")
         with connect(f"{url}/ws", additional_headers=bearer(mint())) as ws:
             with pytest.raises(ConnectionClosed) as closed:
-                ws.recv(timeout=5)
+                ws.recv(timeout=HANG_GUARD)
     finally:
         running.stop()
     assert closed.value.rcvd is not None
@@ -821,13 +821,13 @@ def ws_url(client: httpx.Client) -> str:
 
 def test_websocket_with_an_authorization_header(ws_url):
     with connect(f"{ws_url}/ws", additional_headers=bearer(mint())) as ws:
-        assert ws.recv(timeout=5) == "hello user-1"
+        assert ws.recv(timeout=HANG_GUARD) == "hello user-1"
 
 
 def test_websocket_with_the_token_as_subprotocol(ws_url):
     with connect(f"{ws_url}/ws", subprotocols=["bearer", mint()]) as ws:  # type: ignore[list-item]
         assert ws.subprotocol == "bearer"
-        assert ws.recv(timeout=5) == "hello user-1"
+        assert ws.recv(timeout=HANG_GUARD) == "hello user-1"
 
 
 @pytest.mark.parametrize(
@@ -847,7 +847,7 @@ def test_websocket_with_the_token_as_subprotocol(ws_url):
 def test_websocket_refusal_closes_with_1008(ws_url, path, kwargs, reason):
     with connect(f"{ws_url}{path}", **kwargs) as ws:
         with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=5)
+            ws.recv(timeout=HANG_GUARD)
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1008
     assert closed.value.rcvd.reason == reason
@@ -856,7 +856,7 @@ def test_websocket_refusal_closes_with_1008(ws_url, path, kwargs, reason):
 def test_websocket_scoped_accepts_with_the_scope(ws_url):
     headers = bearer(mint(scope="admin"))
     with connect(f"{ws_url}/ws-scoped", additional_headers=headers) as ws:
-        assert ws.recv(timeout=5) == "admin user-1"
+        assert ws.recv(timeout=HANG_GUARD) == "admin user-1"
 
 
 # -- the Depends(verifier.verify) mistake --------------------------------------------------------

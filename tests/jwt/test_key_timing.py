@@ -9,7 +9,6 @@ outcome once, after any refetch-and-retry.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import socket
@@ -21,7 +20,7 @@ import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, Signer, hmac_key, private_key
 from servers import DocumentServer, jwks_of, serve
-from support import FakeClock, documents
+from support import HANG_GUARD, FakeClock, documents, eventually, eventually_async
 
 from grelmicro.jwt import (
     Claims,
@@ -117,7 +116,9 @@ async def test_verify_async_of_a_newly_published_key_is_not_reported(
 ) -> None:
     server.set(JWKS, jwks_of(k1))
     clock, reports = FakeClock(), Reports()
-    async with verifier_over(server.url(JWKS), clock, reports) as verifier:
+    # A slow answer the token waits for; no limit of FAST ends it first.
+    patient = dataclasses.replace(FAST, read_timeout=HANG_GUARD, total_timeout=HANG_GUARD)
+    async with verifier_over(server.url(JWKS), clock, reports, patient) as verifier:
         server.set(JWKS, jwks_of(k1, k2), delay=0.2)
         clock.now += 8
         assert (await verifier.verify_async(mint(k2)))["sub"] == "user-1"
@@ -415,11 +416,10 @@ async def test_cached_results_stop_at_the_bound_even_with_only_hits(
         assert (await verifier.verify_async(token))["sub"] == "u"
         assert verifier.cache_info().size == 1
         server.set(JWKS, "down", status=500)
-        for _ in range(100):  # wait for the bound (0.5 s away), not a timing check
-            if not verifier.health().ready and verifier.cache_info().size == 0:
-                break
-            await asyncio.sleep(0.05)
-        assert verifier.cache_info().size == 0  # dropped with the keys
+        await eventually_async(  # the bound is 0.5 s away: a wait, never a timing check
+            lambda: not verifier.health().ready and verifier.cache_info().size == 0,
+            "keys and cached results withdrawn at the bound",
+        )
         with pytest.raises(KeysUnavailableError, match="staleness"):
             verifier.verify(token)
 
@@ -439,16 +439,17 @@ def test_sync_cached_results_stop_at_the_bound_once_a_refresh_failed(
     )
     assert verifier.verify(token)["sub"] == "u"
     server.set(JWKS, "down", status=500)
-    for _ in range(100):  # until a miss past expiry has tried a refresh and failed
-        verifier.verify(k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 60}))
-        if verifier.health().failure_count:
-            break
-        time.sleep(0.05)
-    for _ in range(100):  # then only hits, until the bound (not a timing check)
-        if verifier.cache_info().size == 0:
-            break
-        time.sleep(0.05)
-    assert verifier.cache_info().size == 0
+
+    def a_refresh_failed() -> bool:
+        # A miss past expiry tries a refresh; one that comes after the bound
+        # (a slow machine) tries it too, and is refused.
+        with contextlib.suppress(KeysUnavailableError):
+            verifier.verify(k1.mint({"aud": AUD, "sub": "u", "exp": time.time() + 60}))
+        return verifier.health().failure_count > 0
+
+    eventually(a_refresh_failed, "a failed refresh")
+    # Then only hits, until the bound (a wait, never a timing check).
+    eventually(lambda: verifier.cache_info().size == 0, "cached results dropped at the bound")
     with pytest.raises(KeysUnavailableError, match="staleness"):
         verifier.verify(token)
     verifier.close()
@@ -471,11 +472,8 @@ def test_sync_cached_results_stop_at_the_bound_with_only_hits(
     )
     assert verifier.verify(token)["sub"] == "u"
     server.set(JWKS, "down", status=500)
-    for _ in range(100):  # only hits until the bound (a wait, not a timing check)
-        if verifier.cache_info().size == 0:
-            break
-        time.sleep(0.05)
-    assert verifier.cache_info().size == 0  # dropped at the bound, with no call in between
+    # Dropped at the bound, with no call in between (a wait, never a timing check).
+    eventually(lambda: verifier.cache_info().size == 0, "cached results dropped at the bound")
     assert verifier.health().failure_count == 0  # no refresh was ever tried
     with pytest.raises(KeysUnavailableError, match="staleness"):
         verifier.verify(token)
