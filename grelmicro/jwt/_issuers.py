@@ -354,6 +354,22 @@ class _Slot:
         raise source.unavailable(unknown_kid=True)
 
 
+def _unknown_issuer(seen: str | None, expected: tuple[str, ...]) -> _core.CoreError:
+    """The refusal of a token whose ``iss`` names none of the configured issuers.
+
+    Translated as the single-issuer refusal is: the configured issuers
+    (configuration, safe to show), the token's ``iss`` escaped and capped, a
+    near miss called out (``_core.translate``).
+    """
+    if seen is None:
+        error = _core.CoreError("issuer", "token has no iss claim (a string) to choose an issuer")
+        error.context = {"expected": expected}
+    else:
+        error = _core.CoreError("issuer", "token issuer is not one of the configured issuers")
+        error.context = {"expected": expected, "seen": (seen,)}
+    return error
+
+
 class KeyRouter:
     """The engine of a verifier with network keys or several issuers."""
 
@@ -382,9 +398,10 @@ class KeyRouter:
             self.verify_until = self._route
 
     def _route(self, token: str | bytes, now: float) -> tuple[Mapping[str, Any], float | None]:
-        slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
+        issuer = _core.unverified_issuer(token, self._max_size)
+        slot = None if issuer is None else self._slots.get(issuer)
         if slot is None:
-            raise _core.CoreError("issuer", "token issuer is not one of the configured issuers")
+            raise _unknown_issuer(issuer, tuple(self._slots))
         return slot.verify_until(token, now)
 
     def on_removed(self, callback: Callable[[], None]) -> None:

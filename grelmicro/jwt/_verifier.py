@@ -112,7 +112,9 @@ def _report(error: TokenRejectedError, hook: RejectHook | None) -> None:
             hook(error)
         except Exception:  # a metrics hook must never turn a 401 into a 500
             logger.exception("on_reject hook failed")
-    logger.debug("token rejected: %s", error.reason)
+    # The message names claim values (escaped and capped), times and key ids,
+    # never the token or key material (grelmicro.jwt._core.translate).
+    logger.debug("token rejected: %s: %s", error.reason, error)
 
 
 def _rejected(exc: _core.CoreError, hook: RejectHook | None) -> TokenRejectedError:

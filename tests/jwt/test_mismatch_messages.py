@@ -9,14 +9,20 @@ No message ever quotes the token itself.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
+import time
 
 import jwt as pyjwt
 import pytest
-from forge import NOW
+from forge import NOW, hmac_key
 
 from grelmicro.jwt import (
     InvalidAudienceError,
     InvalidIssuerError,
+    Issuer,
     JWTVerifier,
     Key,
     TokenRejectedError,
@@ -134,3 +140,114 @@ def test_near_miss_rules() -> None:
     assert near_miss("https://a", "https://b") is None
     assert near_miss("api", "API") == "only letter case differs"
     assert near_miss("https://a", "https://a/") == "only a trailing slash differs"
+
+
+# -- several issuers: a token whose iss names none of them ------------------------------
+
+OTHER_ISSUER = "https://login.example.org/tenant/v2.0"
+
+
+@pytest.fixture
+def router() -> JWTVerifier:
+    """A verifier routing by ``iss`` between two issuers."""
+    return JWTVerifier(
+        issuers=[
+            Issuer(ISSUER, keys=[Key.secret(SECRET, kid="a")]),
+            Issuer(OTHER_ISSUER, keys=[Key.secret(SECRET, kid="b")]),
+        ],
+        audience=AUDIENCE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("seen", "near", "how"),
+    [
+        ("https://idp.example.com", ISSUER, "trailing slash"),
+        ("https://login.example.org/tenant/v2.0/", OTHER_ISSUER, "trailing slash"),
+        ("http://IDP.example.com/", ISSUER, "scheme"),
+    ],
+)
+def test_unknown_issuer_names_the_configured_ones_and_the_near_miss(
+    router: JWTVerifier, seen: str, near: str, how: str
+) -> None:
+    error = refusal(router, mint(iss=seen, aud=AUDIENCE))
+    assert isinstance(error, InvalidIssuerError)
+    message = str(error)
+    assert "not one of the configured issuers" in message
+    assert f'expected "{ISSUER}", "{OTHER_ISSUER}"' in message
+    assert f'the token\'s issuer is "{seen}"' in message
+    assert f'near miss: "{seen}" vs the expected "{near}"' in message
+    assert how in message
+    assert error.expected == (ISSUER, OTHER_ISSUER)
+
+
+def test_unknown_issuer_far_miss_has_no_near_miss(router: JWTVerifier) -> None:
+    message = str(refusal(router, mint(iss="https://evil.example.net/", aud=AUDIENCE)))
+    assert '"https://evil.example.net/"' in message
+    assert f'expected "{ISSUER}", "{OTHER_ISSUER}"' in message
+    assert "near miss" not in message
+
+
+def test_unknown_issuer_from_the_token_is_escaped_and_capped(router: JWTVerifier) -> None:
+    hostile = "\x1b[31m\u202eevil\n" + "x" * 1000
+    message = str(refusal(router, mint(iss=hostile, aud=AUDIENCE)))
+    assert "\x1b" not in message
+    assert "\u202e" not in message
+    assert "\n" not in message
+    assert "\\x1b" in message
+    assert "x" * 200 not in message  # capped
+    assert len(message) < 600
+
+
+@pytest.mark.parametrize("iss", [None, 42])
+def test_a_token_without_a_string_iss_is_refused_naming_the_claim(
+    router: JWTVerifier, iss: object
+) -> None:
+    claims = {"aud": AUDIENCE} if iss is None else {"aud": AUDIENCE, "iss": iss}
+    token = hmac_key(secret=SECRET).mint({"exp": NOW + 60, **claims})  # PyJWT refuses iss=42
+    error = refusal(router, token)
+    assert isinstance(error, InvalidIssuerError)
+    assert "no iss claim" in str(error)
+    assert error.expected == (ISSUER, OTHER_ISSUER)
+
+
+# -- the same message in the DEBUG log and in the CLI --------------------------------
+
+
+def test_the_debug_log_carries_the_message(
+    router: JWTVerifier, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = mint(iss="https://idp.example.com", aud=AUDIENCE)
+    with caplog.at_level(logging.DEBUG, logger="grelmicro.jwt"):
+        error = refusal(router, token)
+    logged = [r.getMessage() for r in caplog.records if r.name == "grelmicro.jwt"]
+    assert logged == [f"token rejected: issuer: {error}"]
+    assert "near miss" in logged[0]
+    for part in token.split("."):
+        assert part not in logged[0]
+
+
+def test_the_cli_shows_expected_seen_and_near_miss() -> None:
+    claims = {"iss": "https://idp.example.com", "aud": AUDIENCE, "exp": int(time.time()) + 600}
+    token = pyjwt.encode(claims, SECRET, algorithm="HS256")  # the CLI reads the wall clock
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GRELMICRO_JWT_")}
+    environ["JWT_SECRET"] = SECRET.decode()
+    command = [sys.executable, "-m", "grelmicro.jwt", "verify", token]
+    options = ["--secret-env", "JWT_SECRET", "--issuer", ISSUER, "--audience", AUDIENCE]
+    result = subprocess.run(
+        [*command, *options, "--algorithm", "HS256"],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    line = result.stderr.strip()
+    assert line.startswith("rejected: issuer: ")
+    assert f'expected "{ISSUER}"' in line
+    assert 'the token\'s issuer is "https://idp.example.com"' in line
+    assert "near miss: only a trailing slash differs" in line
+    for part in token.split("."):
+        assert part not in result.stdout + result.stderr

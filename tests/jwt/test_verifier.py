@@ -588,7 +588,7 @@ def test_a_raising_hook_does_not_change_the_outcome(
     assert [r.getMessage() for r in caplog.records] == ["on_reject hook failed"] * 2
 
 
-def test_rejections_are_logged_with_the_reason_only(
+def test_rejections_are_logged_with_reason_and_message_never_the_token(
     cache_mode: dict[str, Any],
     make_verifier: Callable[..., JWTVerifier],
     token: Callable[..., str],
@@ -603,10 +603,10 @@ def test_rejections_are_logged_with_the_reason_only(
                 verifier.verify(text, now=NOW)
 
     messages = [record.getMessage() for record in caplog.records]
-    assert messages == [
-        "token rejected: signature",
-        "token rejected: audience",
-        "token rejected: expired",
+    assert [message.split(": ")[:2] for message in messages] == [
+        ["token rejected", "signature"],
+        ["token rejected", "audience"],
+        ["token rejected", "expired"],
     ]
     for record in caplog.records:
         assert record.name == "grelmicro.jwt"
