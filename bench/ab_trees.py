@@ -139,8 +139,10 @@ def cpu_model() -> str:
 class Side:
     def __init__(self, name: str, python: str, fixtures: Path) -> None:
         self.name = name
+        # Absolute, not resolved: a venv's python is a symlink that must stay one.
+        interpreter = str(Path(python).absolute())
         self.proc = subprocess.Popen(
-            [python, str(Path(__file__).resolve()), "--worker", str(fixtures)],
+            [interpreter, str(Path(__file__).resolve()), "--worker", str(fixtures)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
