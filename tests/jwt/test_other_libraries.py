@@ -383,3 +383,37 @@ def test_authlib_p521_from_a_scalar_whose_x_starts_with_zero() -> None:
         verifier.verify(AUTHLIB.sign(long_key, "ES512", "long", PAYLOAD), now=NOW)
     assert caught.value.reason == "unknown-key"
     assert verifier.verify(token, now=NOW)["sub"] == "user-1"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a token naming a known kid with an alg its key does not serve counts as a "
+    "key not published yet: it spends a refetch, and within the cooldown the answer "
+    "is 503 KeysUnavailableError ('the token names a key not seen yet') instead of "
+    "the 401 'algorithm' refusal",
+)
+@pytest.mark.parametrize(
+    ("published_alg", "algorithms"), [(None, None), ("RS256", ["RS256", "PS256"])]
+)
+def test_repeated_tokens_of_an_alg_the_known_key_does_not_serve_are_401(
+    keys: Keys, server: DocumentServer, published_alg: str | None, algorithms: list[str] | None
+) -> None:
+    key, kid = keys.get(JOSERFC, "RS256")
+    jwk = exported(JOSERFC, key, kid)
+    if published_alg is not None:
+        jwk["alg"] = published_alg
+    server.set("/jwks", {"keys": [jwk]})
+    verifier = JWTVerifier(
+        jwks_url=server.url("/jwks"),
+        allow_insecure_loopback=True,
+        algorithms=algorithms,
+        fetch=FAST,
+    )
+    try:
+        assert verifier.verify(JOSERFC.sign(key, "RS256", kid, PAYLOAD), now=NOW)
+        for _ in range(3):
+            with pytest.raises(TokenRejectedError) as caught:
+                verifier.verify(JOSERFC.sign(key, "PS256", kid, PAYLOAD), now=NOW)
+            assert caught.value.reason == "algorithm"
+    finally:
+        verifier.close()
