@@ -82,17 +82,22 @@ def arrived_at(when: float) -> Iterator[None]:
         _ARRIVED.reset(reset)
 
 
-def worth_refetch(kind: str, alg: object, refetch_algorithms: frozenset[str]) -> bool:
+def worth_refetch(
+    kind: str, alg: object, refetch_algorithms: frozenset[str], *, kid_held: bool = False
+) -> bool:
     """Whether keys the provider may have just published could accept a token.
 
     The one rule for verify, verify_async and the FastAPI dependency alike:
     no key has the token's ``kid`` (``unknown-key``), or no key held serves
     its ``alg`` while the policy allows it (``algorithm``: a new key of a new
-    algorithm). Every other refusal is about the token, never the keys' timing.
+    algorithm). A token naming a ``kid`` the keys hold, with an ``alg`` that
+    key does not serve, is refused for what it says (``kid_held``): no
+    refetch can change which key that ``kid`` names. Every other refusal is
+    about the token, never the keys' timing.
     """
     if kind == "unknown-key":
         return True
-    return kind == "algorithm" and alg in refetch_algorithms
+    return kind == "algorithm" and not kid_held and alg in refetch_algorithms
 
 
 def network_algorithms(config: JWTConfig) -> frozenset[str]:
@@ -313,11 +318,13 @@ class _Slot:
         )
 
     def _worth_refetch(self, kind: str, token: str | bytes) -> bool:
-        alg = None
+        alg = kid = None
         if kind == "algorithm":
             with contextlib.suppress(_core.CoreError):
-                alg = _core.unverified_header(token, max_token_size=self.max_token_size).get("alg")
-        return worth_refetch(kind, alg, self.refetch_algorithms)
+                header = _core.unverified_header(token, max_token_size=self.max_token_size)
+                alg, kid = header.get("alg"), header.get("kid")
+        held = isinstance(kid, str) and any(key.kid == kid for key in self.keys)
+        return worth_refetch(kind, alg, self.refetch_algorithms, kid_held=held)
 
     def _refetched(
         self,

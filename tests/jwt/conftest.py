@@ -18,7 +18,7 @@ from forge import ASYMMETRIC, NOW, SECRET, Signer, hmac_key, private_key
 from servers import DocumentServer
 from support import FakeClock
 
-from grelmicro.jwt import JWTVerifier, Key
+from grelmicro.jwt import JWTVerifier, Key, _keys
 
 
 @pytest.fixture
@@ -106,3 +106,14 @@ def demo() -> tuple[str, dict[str, str]]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _padded_keys_logged_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees its own "logged once" memory of left-padded EC keys.
+
+    The memory is process-wide by design (one INFO line per key), so a test
+    that pads a key would otherwise silence the line for every later test
+    that uses the same key.
+    """
+    monkeypatch.setattr(_keys, "_PADDED_LOGGED", set())

@@ -268,13 +268,6 @@ def test_alg_less_rsa_key_without_algorithms_is_rs256_only(bare_rsa: Provider) -
         verifier.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known kid whose key does not serve the token's alg is taken for a key "
-    "not published yet: each such token asks for a refetch, and while the cooldown "
-    "holds the answer is 503 KeysUnavailableError ('the token names a key not seen "
-    "yet'), so the 401 naming the RS256 default comes once per cooldown",
-)
 def test_repeated_ps256_tokens_for_an_alg_less_key_are_401_every_time(
     bare_rsa: Provider,
 ) -> None:

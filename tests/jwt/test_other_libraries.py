@@ -385,13 +385,6 @@ def test_authlib_p521_from_a_scalar_whose_x_starts_with_zero() -> None:
     assert verifier.verify(token, now=NOW)["sub"] == "user-1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a token naming a known kid with an alg its key does not serve counts as a "
-    "key not published yet: it spends a refetch, and within the cooldown the answer "
-    "is 503 KeysUnavailableError ('the token names a key not seen yet') instead of "
-    "the 401 'algorithm' refusal",
-)
 @pytest.mark.parametrize(
     ("published_alg", "algorithms"), [(None, None), ("RS256", ["RS256", "PS256"])]
 )
