@@ -25,6 +25,7 @@ fn expected_type(alg: Algorithm) -> KeyType {
         Family::RsaPkcs1 | Family::RsaPss => KeyType::Rsa,
         Family::Ecdsa => KeyType::Ec,
         Family::Ed25519 => KeyType::Okp,
+        Family::MlDsa => KeyType::Akp,
     }
 }
 

@@ -78,12 +78,22 @@ fn check(verifier: &Verifier, data: &[u8], expect_audience: bool) {
     let first = verifier.verify(data, NOW);
     let second = verifier.verify(data, NOW);
     match (&first, &second) {
-        (Ok(a), Ok(b)) => assert_eq!(a, b, "same token, different claims"),
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.claims, b.claims, "same token, different claims");
+            assert_eq!(
+                a.valid_until.map(f64::to_bits),
+                b.valid_until.map(f64::to_bits),
+                "same token, different deadlines"
+            );
+        }
         (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind(), "same token, different refusals"),
         _ => panic!("same token accepted once and refused once"),
     }
     match first {
-        Ok(claims) => {
+        Ok(answer) => {
+            // exp is required by both policies: every answer has an end.
+            assert!(answer.valid_until.is_some(), "accepted without a deadline");
+            let claims = answer.claims;
             assert!(
                 matches!(claims, Value::Object(_)),
                 "claims are not an object"
