@@ -503,6 +503,24 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
             server.stop()
 
 
+def test_a_cached_result_is_not_served_past_the_bound(server: DocumentServer, k1: Signer) -> None:
+    """Past the staleness bound a cache hit is refused too, whatever the threads do.
+
+    The bound watcher runs on real time and may come late; the cached result
+    itself ends at the bound, so the request that finds it looks at the keys.
+    """
+    clock = FakeClock()
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock, cache_ttl=3600)
+    token = mint(k1)  # exp and cache_ttl would keep it an hour
+    verifier.verify(token)
+    break_source(server, "5xx")
+    clock.now = NOW + 100 + 600 + 1  # past expiry + max_stale; no watcher woke yet
+    with pytest.raises(KeysUnavailableError, match="staleness"):
+        verifier.verify(token)
+    verifier.close()
+
+
 def test_a_miss_in_flight_at_the_bound_leaves_nothing_served_after_it(
     server: DocumentServer, k1: Signer
 ) -> None:
