@@ -298,8 +298,18 @@ class _Slot:
         """Verify with this issuer's keys (refreshed first if due): ``(payload, valid_until)``.
 
         ``valid_until`` comes from this issuer's core verifier, so its own
-        policy (``max_age``) bounds how long the cache serves the result.
+        policy (``max_age``) bounds how long the cache serves the result;
+        network keys end it at their staleness bound too, so no cache hit
+        outlives the keys (the withdrawal at the bound, run by another
+        thread, may come late).
         """
+        payload, valid_until = self._verified(token, now)
+        source = self.source
+        if source is None or valid_until is None:
+            return payload, valid_until
+        return payload, min(valid_until, source.stale_until)
+
+    def _verified(self, token: str | bytes, now: float) -> tuple[Mapping[str, Any], float | None]:
         core = self.core
         source = self.source
         if source is not None and (core is None or self.clock() >= source.schedule.refresh_at):

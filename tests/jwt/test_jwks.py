@@ -503,6 +503,72 @@ def test_a_failing_provider_keeps_the_last_good_keys_until_the_bound(
             server.stop()
 
 
+def test_a_cached_result_is_not_served_past_the_bound(server: DocumentServer, k1: Signer) -> None:
+    """Past the staleness bound a cache hit is refused too, whatever the threads do.
+
+    The bound watcher runs on real time and may come late; the cached result
+    itself ends at the bound, so the request that finds it looks at the keys.
+    """
+    clock = FakeClock()
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock, cache_ttl=3600)
+    token = mint(k1)  # exp and cache_ttl would keep it an hour
+    verifier.verify(token)
+    break_source(server, "5xx")
+    clock.now = NOW + 100 + 600 + 1  # past expiry + max_stale; no watcher woke yet
+    with pytest.raises(KeysUnavailableError, match="staleness"):
+        verifier.verify(token)
+    verifier.close()
+
+
+def test_a_miss_in_flight_at_the_bound_leaves_nothing_served_after_it(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """A miss verified before the keys pass their bound stores where no later call looks.
+
+    The miss holds the route it started with: its result goes into the cache
+    the withdrawal dropped, never into the one installed after it.
+    """
+    clock = FakeClock()
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
+    # Cached results would outlive the bound by far (cache_ttl, exp): only
+    # the withdrawal stops them.
+    verifier = network_verifier(server, clock, cache_ttl=3600)
+    token, trigger = mint(k1, jti="in-flight"), mint(k1, jti="trigger")
+    verifier.verify(mint(k1, jti="load"))
+    router = verifier._router
+    assert router is not None
+    engine = router.verify_until
+    verified, release = threading.Event(), threading.Event()
+
+    def held(given: str | bytes, now: float) -> tuple[Any, float | None]:
+        answer = engine(given, now)
+        if given == token:  # verified; its result is not stored yet
+            verified.set()
+            assert release.wait(HANG_GUARD)
+        return answer
+
+    router.verify_until = held
+    verifier._drop_cache()  # the route verifies through the hook from now on
+    results: list[object] = []
+    worker = threading.Thread(target=lambda: results.append(verifier.verify(token)))
+    worker.start()
+    try:
+        assert verified.wait(HANG_GUARD)
+        break_source(server, "5xx")
+        clock.now = NOW + 100 + 600 + 1  # past expiry + max_stale
+        with pytest.raises(KeysUnavailableError, match="staleness"):
+            verifier.verify(trigger)  # the keys are withdrawn, the cache with them
+    finally:
+        release.set()
+        worker.join(HANG_GUARD)
+    assert not worker.is_alive()
+    assert len(results) == 1  # verified before the bound: answered
+    with pytest.raises(KeysUnavailableError, match="staleness"):
+        verifier.verify(token)
+    verifier.close()
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("fault", ["5xx", "html", "slow", "drip", "oversize-no-length", "down"])
 async def test_async_faults_end_in_a_503_cut_by_the_limits(
