@@ -32,6 +32,22 @@ import httpx
 from forge import Signer, certificate_builder
 from support import HANG_GUARD
 
+from grelmicro.jwt import FetchOptions
+
+#: Fetch limits for tests against these servers: a short fuse for every
+#: fault, so no test waits on a real 5 s timeout.
+FAST = FetchOptions(
+    connect_timeout=1.0,
+    read_timeout=0.5,
+    total_timeout=1.5,
+    min_ttl=60,
+    max_ttl=3600,
+    default_ttl=300,
+    max_stale=600,
+    cooldown=30,
+    jitter=0.0,
+)
+
 
 @dataclass
 class Answer:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from forge import NOW, Signer, hmac_key, private_key
-from servers import DocumentServer, jwks_of, make_tls
+from servers import FAST, DocumentServer, jwks_of, make_tls
 from support import HANG_GUARD, FakeClock, eventually, eventually_async, together
 
 from grelmicro.jwt import (
@@ -40,18 +40,6 @@ from grelmicro.jwt._jwks import KeySource
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
 
-# A short fuse for every fault: no test waits on a real 5 s timeout.
-FAST = FetchOptions(
-    connect_timeout=1.0,
-    read_timeout=0.5,
-    total_timeout=1.5,
-    min_ttl=60,
-    max_ttl=3600,
-    default_ttl=300,
-    max_stale=600,
-    cooldown=30,
-    jitter=0.0,
-)
 # For a fetch the test holds at a gate: no limit ends it before the gate opens.
 PATIENT = dataclasses.replace(FAST, read_timeout=HANG_GUARD, total_timeout=HANG_GUARD)
 

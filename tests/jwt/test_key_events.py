@@ -14,27 +14,17 @@ from typing import Any
 
 import pytest
 from forge import NOW, Signer, private_key
+from servers import FAST as SHARED_FAST
 from servers import DocumentServer, jwks_of
 from support import FakeClock
 
-from grelmicro.jwt import FetchOptions, JWTVerifier, KeysUnavailableError, UnknownKeyError
+from grelmicro.jwt import JWTVerifier, KeysUnavailableError, UnknownKeyError
 from grelmicro.jwt._jwks import KeySource
 
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
 ISS = "https://idp.example.com/"
-FAST = FetchOptions(
-    connect_timeout=1.0,
-    read_timeout=0.5,
-    total_timeout=1.5,
-    min_ttl=60,
-    max_ttl=3600,
-    default_ttl=300,
-    max_stale=600,
-    cooldown=30,
-    jitter=0.0,
-    log_interval=100,
-)
+FAST = dataclasses.replace(SHARED_FAST, log_interval=100)
 KEPT = {"Cache-Control": "max-age=100"}
 
 

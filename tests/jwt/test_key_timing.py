@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, Signer, hmac_key, private_key
-from servers import DocumentServer, jwks_of, serve
+from servers import FAST, DocumentServer, jwks_of, serve
 from support import HANG_GUARD, FakeClock, documents, eventually, eventually_async
 
 from grelmicro.jwt import (
@@ -36,17 +36,6 @@ from grelmicro.jwt.fastapi import JWTBearer
 
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
-FAST = FetchOptions(
-    connect_timeout=1.0,
-    read_timeout=0.5,
-    total_timeout=1.5,
-    min_ttl=60,
-    max_ttl=3600,
-    default_ttl=300,
-    max_stale=600,
-    cooldown=30,
-    jitter=0.0,
-)
 
 
 def mint(key: Signer, **claims: Any) -> str:
