@@ -85,6 +85,31 @@ def _issue(name: str, ca: Party | None, usage: x509.ObjectIdentifier | None) -> 
             x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
+    # Key identifiers and the CA's key usage, as Python 3.13's strict
+    # verification (VERIFY_X509_STRICT) requires of a chain: the CA names its
+    # own key and may sign certificates, each leaf names its issuer's key.
+    if ca is None:
+        builder = builder.add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+        ).add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    else:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
+            critical=False,
+        )
     signer = key if ca is None else ca.key
     return Party(builder.sign(signer, hashes.SHA256()), key)
 
