@@ -96,6 +96,25 @@ class FakeClock:
         return self.now
 
 
+def in_thread(work: Callable[[], Any]) -> Any:
+    """``work()`` run in a new thread (started after the verifier was built)."""
+    out: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except BaseException as exc:  # re-raised in the caller
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
 def together(count: int, work: Callable[[int], None], timeout: float = 120) -> list[BaseException]:
     """Run ``work(index)`` in ``count`` threads started together; what they raised."""
     barrier = threading.Barrier(count)

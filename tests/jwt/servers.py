@@ -203,17 +203,7 @@ def make_tls() -> TLSFiles:
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            ca_key_usage(),
             critical=True,
         )
         .add_extension(
@@ -257,6 +247,23 @@ def make_tls() -> TLSFiles:
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         server.load_cert_chain(cert_path, key_path)
     return TLSFiles(server=server, ca_pem=ca.public_bytes(pem))
+
+
+def ca_key_usage() -> Any:
+    """The key usage of a test CA: it signs certificates (and CRLs)."""
+    from cryptography import x509  # noqa: PLC0415
+
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
 
 
 def jwks_of(*keys: Signer) -> dict[str, Any]:

@@ -10,36 +10,17 @@ from __future__ import annotations
 
 import copy
 import pickle
-import threading
-from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 from forge import NOW, SECRET, hmac_key
 from pydantic import BaseModel
+from support import in_thread
 
 from grelmicro.jwt import Claims, JWTVerifier, Key, _core
 
 PAYLOAD = {"exp": NOW + 60, "sub": "u1", "roles": ["a", "b"], "ctx": {"org": 7}}
-
-
-def in_thread(work: Callable[[], Any]) -> Any:
-    out: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except BaseException as exc:  # re-raised in the caller
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(30)
-    if errors:
-        raise errors[0]
-    return out[0]
 
 
 def write_sub(claims: Claims) -> None:

@@ -32,7 +32,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from forge import NOW, SECRET, certificate_builder, hmac_key
-from servers import serve
+from servers import ca_key_usage, serve
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier, Key
@@ -91,20 +91,7 @@ def _issue(name: str, ca: Party | None, usage: x509.ObjectIdentifier | None) -> 
     if ca is None:
         builder = builder.add_extension(
             x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-        ).add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        ).add_extension(ca_key_usage(), critical=True)
     else:
         builder = builder.add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),

@@ -13,36 +13,17 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from forge import NOW, SECRET, hmac_key
+from support import in_thread
 
 from grelmicro.jwt import Claims, JWTVerifier, Key, TokenRejectedError, UnknownKeyError, _core
 from grelmicro.jwt._cache import TokenCache
 
 OLD = hmac_key(kid="old")
 NEW = hmac_key(kid="new", secret=b"another-secret-of-a-sufficient-length-0123")
-
-
-def in_thread(work: Callable[[], Any]) -> Any:
-    """``work()`` run in a new thread (started after the verifier was built)."""
-    out: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except BaseException as exc:  # re-raised in the caller
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(30)
-    if errors:
-        raise errors[0]
-    return out[0]
 
 
 def test_a_thread_hits_its_own_claims_equal_to_the_stored_ones():
