@@ -12,7 +12,8 @@ import json
 
 import httpx
 
-from grelmicro.jwt._http import FetchError, check_url
+from grelmicro.jwt import _core
+from grelmicro.jwt._http import ConfigFaultError, FetchError, check_url
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = ["discovery_urls", "jwks_uri_of"]
@@ -44,10 +45,7 @@ def jwks_uri_of(body: bytes, issuer: str, allow_insecure_loopback: bool) -> str:
         raise FetchError("discovery document is not a JSON object")
     found = document.get("issuer")
     if found != issuer:
-        raise FetchError(
-            "discovery document names another issuer than the configured one "
-            "(they must be equal, character for character)"
-        )
+        raise ConfigFaultError(issuer_mismatch(found, issuer))
     uri = document.get("jwks_uri")
     if not isinstance(uri, str):
         raise FetchError("discovery document has no jwks_uri")
@@ -55,3 +53,19 @@ def jwks_uri_of(body: bytes, issuer: str, allow_insecure_loopback: bool) -> str:
         return check_url(uri, "jwks_uri", allow_insecure_loopback=allow_insecure_loopback)
     except ConfigurationError as exc:
         raise FetchError(f"discovery document: {exc.message}") from None
+
+
+def issuer_mismatch(found: object, issuer: str) -> str:
+    """Why a discovery document's ``issuer`` is refused: both values, and a near miss.
+
+    A configuration fault, not an outage: the values are the configured
+    issuer and the provider's own metadata (escaped and capped all the same).
+    """
+    if not isinstance(found, str):
+        return f'discovery document has no issuer (a string); configured "{_core.escape(issuer)}"'
+    hint = _core.near_miss(found, issuer)
+    return (
+        f'discovery document names issuer "{_core.escape(found)}", configured '
+        f'"{_core.escape(issuer)}": they must be equal, character for character'
+        + (f" ({hint})" if hint else "")
+    )

@@ -15,49 +15,53 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 
 import httpx
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
-from grelmicro.jwt._http import Clients, FetchError, FetchOptions, get_async, get_sync
-from grelmicro.jwt._keys import note_padded
+from grelmicro.jwt._events import Event
+from grelmicro.jwt._http import (
+    Answer,
+    Clients,
+    ConfigFaultError,
+    FetchError,
+    FetchOptions,
+    get_async,
+    get_sync,
+    validators_of,
+)
 
-__all__ = ["Fetched", "Fetcher", "log_event"]
-
-logger = logging.getLogger("grelmicro.jwt")
+__all__ = ["Fetched", "Fetcher", "NoClientError", "Request"]
 
 
-def log_event(
-    level: int,
-    event: str,
-    source: str,
-    message: str,
-    *args: object,
-    exc_info: BaseException | None = None,
-    stacklevel: int = 2,
-    **fields: object,
-) -> None:
-    """One key-source event: a message for people, stable ``extra`` fields for machines.
+#: Yield a GET (URL and validators), get its answer back; return what was fetched.
+Steps = Generator["Request", Answer, "Fetched"]
 
-    The record carries ``jwt_event`` (``keys.refreshed``...), ``jwt_source``
-    (the configured JWKS URL, or the issuer given to ``discover=``) and each
-    of ``fields`` prefixed with ``jwt_``. The events and their fields are
-    listed in ``docs/observability.md``; none carries token or key material.
+
+@dataclass(frozen=True)
+class Request:
+    """One GET a fetch needs: the URL, and the validators that make it conditional."""
+
+    url: str
+    validators: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one fetch brought.
+
+    Attributes:
+        key_set: the usable keys (None: a well-formed empty key list).
+        headers: the headers of the JWKS answer (its freshness).
+        not_modified: the provider answered 304: the document held is current.
     """
-    if logger.isEnabledFor(level):
-        extra: dict[str, object] = {"jwt_event": event, "jwt_source": source}
-        extra.update({f"jwt_{name}": value for name, value in fields.items()})
-        logger.log(level, message, *args, exc_info=exc_info, extra=extra, stacklevel=stacklevel)
 
-
-Answer = tuple[bytes, httpx.Headers]
-#: The key set of a document (None: a well-formed empty key list) and the
-#: headers of its answer.
-Fetched = tuple["_core.KeySet | None", httpx.Headers]
-#: Yield a URL to GET, get its answer back; return what was fetched.
-Steps = Generator[str, Answer, Fetched]
+    key_set: _core.KeySet | None
+    headers: httpx.Headers
+    not_modified: bool = False
 
 
 def _is_empty_jwks(body: bytes) -> bool:
@@ -69,12 +73,17 @@ def _is_empty_jwks(body: bytes) -> bool:
     return isinstance(document, dict) and document.get("keys") == []
 
 
+#: HTTP answers of a JWKS URL that say it moved: discovery is read again at once.
+MOVED = frozenset({404, 410})
+
+
 class Fetcher:
     """Fetches one source's keys: where they are, how to ask, what came back.
 
     ``url`` is the JWKS URL (given, or found by discovery and updated when
     the discovery document moves it); ``count`` counts HTTP requests,
-    discovery included.
+    discovery included. The validators and keys of the last document are
+    kept so the next request is conditional (a 304 costs no parse).
     """
 
     def __init__(
@@ -85,13 +94,19 @@ class Fetcher:
         options: FetchOptions,
         clients: Clients,
         allow_insecure_loopback: bool,
+        emit: Callable[[Event], None],
     ) -> None:
         self.url = jwks_url
         self.discover = discover
         self.options = options
         self._clients = clients
         self._insecure_ok = allow_insecure_loopback
+        self._emit = emit
         self.count = 0
+        # The last good JWKS answer: its URL, validators and keys.
+        self._held: tuple[str, Mapping[str, str], _core.KeySet | None] | None = None
+        self._skipped: frozenset[tuple[str | None, str]] = frozenset()
+        self._padded: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -103,40 +118,67 @@ class Fetcher:
         """The stable name of this source: the issuer given to ``discover=``, else the JWKS URL."""
         return self.discover or self.url or "unnamed"
 
+    def forget(self) -> None:
+        """Ask unconditionally next time (the keys held were withdrawn)."""
+        self._held = None
+
     # -- the steps ---------------------------------------------------------------
 
     def _steps(self, *, rediscover: bool) -> Steps:
         """Discovery (when configured, and ``rediscover`` or not done yet), then the JWKS.
 
         Discovery is read again on the refresh schedule, with the issuer
-        check each time, so a ``jwks_uri`` that moves is followed.
+        check each time, so a ``jwks_uri`` that moves is followed; and at
+        once when the JWKS URL answers 404 or 410 (it moved).
         """
         url = self.url
+        discovered = False
         if self.discover is not None and (url is None or rediscover):
             url = yield from self._discovery(self.discover)
+            discovered = True
         assert url is not None  # noqa: S101 - a JWKS URL, given or discovered
-        body, headers = yield url
-        return self._parse(body), headers
+        try:
+            answer = yield self._request(url)
+        except FetchError as exc:
+            if self.discover is None or discovered or exc.status not in MOVED:
+                raise
+            url = yield from self._discovery(self.discover)
+            answer = yield self._request(url)
+        return self._fetched(url, answer)
 
-    def _discovery(self, issuer: str) -> Generator[str, Answer, str]:
+    def _request(self, url: str) -> Request:
+        held = self._held
+        return Request(url, held[1] if held is not None and held[0] == url else None)
+
+    def _fetched(self, url: str, answer: Answer) -> Fetched:
+        held = self._held
+        if answer.not_modified and held is not None and held[0] == url:
+            return Fetched(held[2], answer.headers, not_modified=True)
+        key_set = self._parse(answer.body)
+        self._held = (url, validators_of(answer.headers), key_set)
+        return Fetched(key_set, answer.headers)
+
+    def _discovery(self, issuer: str) -> Generator[Request, Answer, str]:
         last: FetchError | None = None
         for candidate in discovery_urls(issuer):
             try:
-                body, _ = yield candidate
+                answer = yield Request(candidate)
+            except ConfigFaultError:
+                raise
             except FetchError as exc:
                 last = exc
                 continue
-            found = jwks_uri_of(body, issuer, self._insecure_ok)
+            found = jwks_uri_of(answer.body, issuer, self._insecure_ok)
             if self.url is not None and found != self.url:
-                log_event(
-                    logging.WARNING,
-                    "discovery.moved",
-                    self.source,
-                    "discovery of %s: jwks_uri moved to %s",
-                    issuer,
-                    found,
-                    jwks_uri=found,
-                    jwks_uri_before=self.url,
+                self._emit(
+                    Event(
+                        "discovery.moved",
+                        self.source,
+                        logging.WARNING,
+                        "discovery of %s: jwks_uri moved to %s",
+                        (issuer, found),
+                        {"jwks_uri": found, "jwks_uri_before": self.url},
+                    )
                 )
             self.url = found
             return found
@@ -152,39 +194,60 @@ class Fetcher:
             if _is_empty_jwks(body):
                 return None
             raise FetchError(f"not a usable JWKS: {exc.args[1]}") from None
-        for kid, reason in key_set.skipped:
-            log_event(
-                logging.WARNING if "private key" in reason else logging.INFO,
-                "keys.key_skipped",
-                self.source,
-                "JWKS %s: key %r skipped: %s",
-                self.name,
-                kid,
-                reason,
-                kid=kid,
-                reason=reason,
-            )
-        note_padded(key_set.keys, f"JWKS {self.name}")
+        self._note(key_set)
         return key_set
+
+    def _note(self, key_set: _core.KeySet) -> None:
+        """Skipped and padded keys, said when they change (not on every fetch)."""
+        skipped = frozenset(key_set.skipped)
+        for kid, reason in sorted(skipped - self._skipped, key=lambda s: (s[0] or "", s[1])):
+            self._emit(
+                Event(
+                    "keys.key_skipped",
+                    self.source,
+                    logging.WARNING if "private key" in reason else logging.INFO,
+                    "JWKS %s: key %r skipped: %s",
+                    (self.name, kid, reason),
+                    {"kid": kid, "reason": reason},
+                )
+            )
+        self._skipped = skipped
+        padded = frozenset(key.fingerprint for key in key_set.keys if key.padded)
+        for key in key_set.keys:
+            if key.padded and key.fingerprint not in self._padded:
+                self._emit(
+                    Event(
+                        "keys.key_padded",
+                        self.source,
+                        logging.INFO,
+                        "JWKS %s: key %r has EC coordinates shorter than its curve size; "
+                        "left-padded with zeros (the same key)",
+                        (self.name, key.kid),
+                        {"kid": key.kid},
+                    )
+                )
+        self._padded = padded
 
     # -- the drivers ---------------------------------------------------------------
 
     def fetch_sync(self, *, rediscover: bool = True) -> Fetched:
-        """Run the steps in this thread; raises :class:`FetchError`."""
+        """Run the steps in this thread; raises :class:`FetchError` (:class:`NoClientError`)."""
         client = self._clients.sync()
         if client is None:
-            raise FetchError("only an async client was given: await verifier.start() first")
+            raise NoClientError(
+                "only an async client was given: fetch with verify_async or start()"
+            )
         steps = self._steps(rediscover=rediscover)
         try:
-            url = next(steps)
+            request = next(steps)
             while True:
                 self.count += 1
                 try:
-                    answer = get_sync(client, url, self.options)
+                    answer = get_sync(client, request.url, self.options, request.validators)
                 except FetchError as exc:
-                    url = steps.throw(exc)
+                    request = steps.throw(exc)
                 else:
-                    url = steps.send(answer)
+                    request = steps.send(answer)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -195,14 +258,21 @@ class Fetcher:
             return await asyncio.to_thread(self.fetch_sync, rediscover=rediscover)
         steps = self._steps(rediscover=rediscover)
         try:
-            url = next(steps)
+            request = next(steps)
             while True:
                 self.count += 1
                 try:
-                    answer = await get_async(client, url, self.options)
+                    answer = await get_async(client, request.url, self.options, request.validators)
                 except FetchError as exc:
-                    url = steps.throw(exc)
+                    request = steps.throw(exc)
                 else:
-                    url = steps.send(answer)
+                    request = steps.send(answer)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+
+class NoClientError(FetchError):
+    """No HTTP client for this mode (a sync caller, only an ``AsyncClient`` given).
+
+    Not a provider failure: no backoff, no ``keys.fetch_failed``.
+    """

@@ -11,26 +11,27 @@ address with an explicit flag.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import email.utils
 import ipaddress
 import math
 import re
-import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import httpx
 
+from grelmicro.jwt import _lifecycle
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = [
+    "Answer",
     "Clients",
+    "ConfigFaultError",
     "FetchError",
     "FetchOptions",
     "check_url",
@@ -65,16 +66,21 @@ class FetchOptions:
         jitter: share of the TTL by which a refresh comes early, at random,
             so a fleet does not refetch in lockstep.
         log_interval: a failing source logs at most once per this many seconds.
-        unknown_kid_budget: fetches for tokens naming an unknown ``kid``
-            allowed per ``unknown_kid_interval``, for each source (each
-            issuer's keys): a flood of invented kids costs at most this many
-            fetches per interval, and never spends another issuer's budget.
-            The budget is spread (one fetch per ``interval / budget`` at
-            most), so under such a flood a real new key waits at most that
-            long (answered 503 with ``Retry-After`` meanwhile).
+        unknown_kid_budget: successful fetches for tokens naming an unknown
+            ``kid`` allowed per ``unknown_kid_interval``, for each source
+            (each issuer's keys), and the pace of all of them: at most one
+            per ``interval / budget`` seconds (one a second by default). A
+            flood of invented kids costs the provider at most that; a real
+            new key waits at most that long (answered 503 ``key-pending``
+            with ``Retry-After`` meanwhile). Failed fetches never spend the
+            budget (only the pace spaces them), and every fetch is
+            conditional, so an unchanged JWKS costs a 304.
         unknown_kid_interval: the window of ``unknown_kid_budget``, in
-            seconds; ``None`` (the default) takes ``cooldown``, as before the
-            two were told apart.
+            seconds; ``None`` takes ``cooldown``.
+        timer: the monotonic clock every fetch decision runs on (default
+            ``time.monotonic``; tests pass a fake one). The verifier's
+            ``clock=`` is for claims only: a wall-clock step changes nothing
+            about when keys are fetched or withdrawn.
     """
 
     connect_timeout: float = 5.0
@@ -89,8 +95,9 @@ class FetchOptions:
     cooldown: float = 30.0
     jitter: float = 0.1
     log_interval: float = 60.0
-    unknown_kid_budget: int = 4
-    unknown_kid_interval: float | None = None
+    unknown_kid_budget: int = 1
+    unknown_kid_interval: float | None = 1.0
+    timer: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in (
@@ -128,6 +135,8 @@ class FetchOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigurationError(f"{name} must be an integer from {low} to {high}")
+        if self.timer is not None and not callable(self.timer):
+            raise ConfigurationError("timer must be a callable returning monotonic seconds")
         if isinstance(self.jitter, bool) or not (
             isinstance(self.jitter, (int, float)) and 0 <= self.jitter <= 0.5
         ):
@@ -153,6 +162,30 @@ class FetchOptions:
         return 2 * (self.total_timeout + self.connect_timeout) + 1.0
 
 
+class Answer(NamedTuple):
+    """One answer to a GET: its body and headers; ``not_modified`` for a 304.
+
+    A 304 comes only to a conditional request (``validators`` sent): the
+    document held is still the provider's, and its body is empty.
+    """
+
+    body: bytes
+    headers: httpx.Headers
+    not_modified: bool = False
+
+
+def validators_of(headers: httpx.Headers) -> dict[str, str]:
+    """The request headers that make the next GET conditional (``ETag``, ``Last-Modified``)."""
+    found: dict[str, str] = {}
+    etag = headers.get("etag")
+    if etag and len(etag) <= 256:
+        found["If-None-Match"] = etag
+    modified = headers.get("last-modified")
+    if modified and len(modified) <= 64:
+        found["If-Modified-Since"] = modified
+    return found
+
+
 class FetchError(Exception):
     """One failed fetch; the message is safe to log (no document content).
 
@@ -160,9 +193,21 @@ class FetchError(Exception):
     ``Retry-After`` on a 429 or 503), or ``None``.
     """
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.status = status
+
+
+class ConfigFaultError(FetchError):
+    """A fetch refused for what the configuration says, not because the provider is down.
+
+    Example: the discovery document names another issuer than the
+    configured one. Health and readiness say so; retrying cannot help
+    until the configuration (or the provider's) changes.
+    """
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -239,14 +284,18 @@ def ttl_of(headers: httpx.Headers, options: FetchOptions, now: float) -> float:
     return min(max(ttl, options.min_ttl), options.max_ttl)
 
 
-def _check_response(response: httpx.Response, cap: int) -> None:
+def _check_response(response: httpx.Response, cap: int, *, conditional: bool) -> bool:
+    """Refuse what must not be read; True for a 304 to a conditional request."""
     status = response.status_code
+    if status == 304 and conditional:
+        return True
     if 300 <= status < 400:
         raise FetchError(f"answered a redirect ({status}); redirects are not followed")
     if status != 200:
         raise FetchError(
             f"answered HTTP {status}",
             retry_after=_retry_after(response.headers.get("retry-after")),
+            status=status,
         )
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in {"", "identity"}:
@@ -254,6 +303,18 @@ def _check_response(response: httpx.Response, cap: int) -> None:
     length = response.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > cap):
         raise FetchError(f"answer is larger than the limit of {cap} bytes")
+    return False
+
+
+def _already_read(response: httpx.Response, cap: int) -> bytes:
+    """The body of an answer whose stream was read before us (an httpx mock transport's).
+
+    Held in memory already, so only the cap is left to check.
+    """
+    body = response.content
+    if len(body) > cap:
+        raise FetchError(f"answer is larger than the limit of {cap} bytes")
+    return body
 
 
 def _describe_http_error(exc: Exception) -> str:
@@ -316,17 +377,24 @@ class Clients:
             await own.aclose()
 
 
-def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[bytes, httpx.Headers]:
+def get_sync(
+    client: httpx.Client,
+    url: str,
+    options: FetchOptions,
+    validators: Mapping[str, str] | None = None,
+) -> Answer:
     """One GET under the limits, with a sync client; bounded in total, headers included.
 
     httpx bounds each read of a sync request, not the whole: a server that
     drips its headers a byte at a time would hold the caller as long as it
-    likes. So the request runs on a helper thread and the caller waits at
-    most ``total_timeout``; past it the caller gets a :class:`FetchError`
-    and the connection the request opened is shut down, which ends the
-    helper's read too.
+    likes. So the request runs on a helper thread (a library thread,
+    :mod:`grelmicro.jwt._lifecycle`) and the caller waits at most
+    ``total_timeout``; past it, or at interpreter exit, the connection the
+    request opened is shut down, which ends the helper's read too.
+    ``validators`` make the request conditional (a 304 answers
+    ``not_modified``).
     """
-    outcome: list[tuple[bytes, httpx.Headers] | BaseException] = []
+    outcome: list[Answer | BaseException] = []
     streams: list[Any] = []
     done = threading.Event()
 
@@ -337,7 +405,7 @@ def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[byt
 
     def run() -> None:
         try:
-            outcome.append(_get_sync(client, url, options, trace))
+            outcome.append(_get_sync(client, url, options, trace, validators))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome.append(exc)
         finally:
@@ -346,73 +414,82 @@ def get_sync(client: httpx.Client, url: str, options: FetchOptions) -> tuple[byt
     # The caller's context goes along (a tracing span, say, so the HTTP
     # client's span nests under the fetch that asked for it).
     context = contextvars.copy_context()
-    threading.Thread(
-        target=context.run, args=(run,), name="grelmicro-jwks-get", daemon=True
-    ).start()
-    if not done.wait(options.total_timeout):
-        for stream in streams:
-            _shut(stream)
-        raise FetchError(f"answer took longer than {options.total_timeout} s")
+    with _lifecycle.track_stream(streams):
+        if _lifecycle.spawn(lambda: context.run(run), "grelmicro-jwks-get") is None:
+            raise FetchError("the interpreter is exiting")
+        if not done.wait(options.total_timeout):
+            for stream in streams:
+                _lifecycle.shut(stream)
+            raise FetchError(f"answer took longer than {options.total_timeout} s")
     result = outcome[0]
     if isinstance(result, BaseException):
         raise result
     return result
 
 
-def _shut(stream: Any) -> None:
-    """Shut a connection's socket down: a read blocked on it returns at once."""
-    sock = getattr(stream, "get_extra_info", lambda _: None)("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-
 def _get_sync(
-    client: httpx.Client, url: str, options: FetchOptions, trace: Callable[..., None]
-) -> tuple[bytes, httpx.Headers]:
+    client: httpx.Client,
+    url: str,
+    options: FetchOptions,
+    trace: Callable[..., None],
+    validators: Mapping[str, str] | None,
+) -> Answer:
     cap = options.max_response_size
     deadline = time.monotonic() + options.total_timeout
+    headers = _HEADERS if not validators else {**_HEADERS, **validators}
     try:
         with client.stream(
             "GET",
             url,
-            headers=_HEADERS,
+            headers=headers,
             timeout=options.timeout(),
             follow_redirects=False,
             extensions={"trace": trace},
         ) as response:
-            _check_response(response, cap)
+            if _check_response(response, cap, conditional=bool(validators)):
+                return Answer(b"", response.headers, not_modified=True)
             body = bytearray()
-            for chunk in response.iter_raw():
-                body += chunk
-                if len(body) > cap:
-                    raise FetchError(f"answer is larger than the limit of {cap} bytes")
-                if time.monotonic() > deadline:
-                    raise FetchError(f"answer took longer than {options.total_timeout} s")
-            return bytes(body), response.headers
+            try:
+                for chunk in response.iter_raw():
+                    body += chunk
+                    if len(body) > cap:
+                        raise FetchError(f"answer is larger than the limit of {cap} bytes")
+                    if time.monotonic() > deadline:
+                        raise FetchError(f"answer took longer than {options.total_timeout} s")
+            except httpx.StreamConsumed:
+                return Answer(_already_read(response, cap), response.headers)
+            return Answer(bytes(body), response.headers)
     except httpx.HTTPError as exc:
         raise FetchError(_describe_http_error(exc)) from None
 
 
 async def get_async(
-    client: httpx.AsyncClient, url: str, options: FetchOptions
-) -> tuple[bytes, httpx.Headers]:
-    """One GET under the limits, with an async client."""
+    client: httpx.AsyncClient,
+    url: str,
+    options: FetchOptions,
+    validators: Mapping[str, str] | None = None,
+) -> Answer:
+    """One GET under the limits, with an async client (see :func:`get_sync`)."""
     cap = options.max_response_size
+    headers = _HEADERS if not validators else {**_HEADERS, **validators}
     try:
         async with (
             _timeout(options.total_timeout),
             client.stream(
-                "GET", url, headers=_HEADERS, timeout=options.timeout(), follow_redirects=False
+                "GET", url, headers=headers, timeout=options.timeout(), follow_redirects=False
             ) as response,
         ):
-            _check_response(response, cap)
+            if _check_response(response, cap, conditional=bool(validators)):
+                return Answer(b"", response.headers, not_modified=True)
             body = bytearray()
-            async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) > cap:
-                    raise FetchError(f"answer is larger than the limit of {cap} bytes")
-            return bytes(body), response.headers
+            try:
+                async for chunk in response.aiter_raw():
+                    body += chunk
+                    if len(body) > cap:
+                        raise FetchError(f"answer is larger than the limit of {cap} bytes")
+            except httpx.StreamConsumed:
+                return Answer(_already_read(response, cap), response.headers)
+            return Answer(bytes(body), response.headers)
     except TimeoutError:
         raise FetchError(f"answer took longer than {options.total_timeout} s") from None
     except httpx.HTTPError as exc:

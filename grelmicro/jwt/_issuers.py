@@ -1,35 +1,20 @@
-"""Issuers and the key router: which keys may verify which token.
+"""Issuers: who is trusted, with which keys and which policy, and building the router.
 
-Each trusted issuer gets its own core verifier: its policy names that issuer
-alone and its key set holds that issuer's keys alone. With several issuers,
-a token goes to the issuer its (unverified) ``iss`` names, so a key of one
-issuer can never verify a token claiming another; an ``iss`` nobody
-configured is refused before any network call.
-
-:class:`KeyRouter` stands where the verifier otherwise holds one core
-verifier: the verifier's cache calls ``router.verify_until(token, now)`` on a miss
-only, so a cache hit costs exactly what it costs with static keys. On a miss
-the router checks (one clock read and a compare) whether keys are due for a
-refresh, then calls the issuer's core verifier.
-
-A refusal that keys published since the last fetch could turn into
-acceptance (:func:`worth_refetch`, the one home of that rule) is final only
-once a document fetched after the token arrived answers it; until then the
-token's source refetches (within its unknown-kid budget) or the router
-answers :class:`~grelmicro.jwt.errors.KeysUnavailableError` (503, with the
-time until the next allowed fetch). Only final outcomes leave the router, so
-the verifier reports each token once, after any refetch-and-retry.
+:class:`Issuer` declares one trusted issuer (its key source and its own
+policy on top of the verifier's); :func:`build_router` turns the verifier's
+configuration into the :class:`~grelmicro.jwt._router.KeyRouter` (one slot
+per issuer, one :class:`~grelmicro.jwt._jwks.KeySource` per distinct JWKS
+URL or discovered issuer). Routing and the network miss path live in
+:mod:`grelmicro.jwt._router`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import difflib
 import logging
 import threading
-import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+import time
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import Unpack
@@ -43,61 +28,16 @@ from grelmicro.jwt._config import (
     as_names,
     check_flags,
 )
-from grelmicro.jwt._fetch import log_event
+from grelmicro.jwt._events import log_event
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
-from grelmicro.jwt._jwks import KeySource, KeySourceHealth
-from grelmicro.jwt._keys import Key, json_text, key_identity
+from grelmicro.jwt._jwks import KeySource
+from grelmicro.jwt._keys import Key, json_text
+from grelmicro.jwt._router import KeyRouter, Precheck, Slot, static_slot
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = [
-    "Issuer",
-    "KeyRouter",
-    "arrived_at",
-    "build_router",
-    "network_algorithms",
-    "worth_refetch",
-]
+__all__ = ["Issuer", "build_router", "network_algorithms"]
 
 logger = logging.getLogger("grelmicro.jwt")
-
-Clock = Callable[[], float]
-
-#: Fetch rounds one token may take part in before the router answers 503.
-_ROUNDS = 3
-
-#: When the token being verified arrived, if earlier than this call
-#: (``verify_async`` retrying after it waited for a fetch).
-_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "grelmicro_jwt_arrived", default=None
-)
-
-
-@contextlib.contextmanager
-def arrived_at(when: float) -> Iterator[None]:
-    """Verify calls inside count the token as arrived at ``when``."""
-    reset = _ARRIVED.set(when)
-    try:
-        yield
-    finally:
-        _ARRIVED.reset(reset)
-
-
-def worth_refetch(
-    kind: str, alg: object, refetch_algorithms: frozenset[str], *, kid_held: bool = False
-) -> bool:
-    """Whether keys the provider may have just published could accept a token.
-
-    The one rule for verify, verify_async and the FastAPI dependency alike:
-    no key has the token's ``kid`` (``unknown-key``), or no key held serves
-    its ``alg`` while the policy allows it (``algorithm``: a new key of a new
-    algorithm). A token naming a ``kid`` the keys hold, with an ``alg`` that
-    key does not serve, is refused for what it says (``kid_held``): no
-    refetch can change which key that ``kid`` names. Every other refusal is
-    about the token, never the keys' timing.
-    """
-    if kind == "unknown-key":
-        return True
-    return kind == "algorithm" and not kid_held and alg in refetch_algorithms
 
 
 def network_algorithms(config: JWTConfig) -> frozenset[str]:
@@ -225,267 +165,6 @@ class Issuer:
         return f"Issuer({self.issuer!r}, {source})"
 
 
-class _Slot:
-    """One issuer's current core verifier and where its keys come from."""
-
-    __slots__ = (
-        "__weakref__",
-        "clock",
-        "core",
-        "keys",
-        "max_token_size",
-        "name",
-        "on_removed",
-        "policy",
-        "refetch_algorithms",
-        "source",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        policy: _core.Policy,
-        source: KeySource | None,
-        clock: Clock,
-        *,
-        refetch_algorithms: frozenset[str] = frozenset(),
-        max_token_size: int = 8192,
-    ) -> None:
-        self.name = name
-        self.policy = policy
-        self.source = source
-        self.clock = clock
-        self.core: _core.Verifier | None = None
-        self.keys: tuple[_core.Key, ...] = ()
-        self.on_removed: Callable[[], None] | None = None
-        self.refetch_algorithms = refetch_algorithms
-        self.max_token_size = max_token_size
-
-    def install(self, key_set: _core.KeySet | None) -> None:
-        """Take new keys from the source (None: the keys went past the bound).
-
-        The same keys change nothing; added keys keep the cache unless they
-        change which key a cached token selects; a removed key drops the
-        cache (results it verified must stop verifying). The rule is the
-        core's ``Verifier.keeps_cache_of``, the one ``rotate`` uses.
-        """
-        if key_set is None:
-            self.core = None
-            self.keys = ()
-            if self.on_removed is not None:
-                self.on_removed()
-            return
-        keys = tuple(key_set.keys)
-        if self.core is not None and key_identity(keys) == key_identity(self.keys):
-            return
-        try:
-            core = _core.Verifier(key_set, self.policy)
-        except _core.CoreError as exc:
-            logger.error(  # noqa: TRY400 - the core error says it all; no traceback
-                "issuer %s: new keys not installed: %s", self.name, exc.args[1]
-            )
-            return
-        # First keys of this slot: nothing it verified can be cached yet.
-        drop = self.core is not None and not core.keeps_cache_of(self.core)
-        self.core = core
-        self.keys = keys
-        if drop and self.on_removed is not None:
-            self.on_removed()
-
-    def verify_until(
-        self, token: str | bytes, now: float
-    ) -> tuple[Mapping[str, Any], float | None]:
-        """Verify with this issuer's keys (refreshed first if due): ``(payload, valid_until)``.
-
-        ``valid_until`` comes from this issuer's core verifier, so its own
-        policy (``max_age``) bounds how long the cache serves the result;
-        network keys end it at their staleness bound too, so no cache hit
-        outlives the keys (the withdrawal at the bound, run by another
-        thread, may come late).
-        """
-        payload, valid_until = self._verified(token, now)
-        source = self.source
-        if source is None or valid_until is None:
-            return payload, valid_until
-        return payload, min(valid_until, source.stale_until)
-
-    def _verified(self, token: str | bytes, now: float) -> tuple[Mapping[str, Any], float | None]:
-        core = self.core
-        source = self.source
-        if source is not None and (core is None or self.clock() >= source.schedule.refresh_at):
-            if not source.due(self.clock()) or self.core is None:
-                raise source.unavailable()
-            core = self.core
-        assert core is not None  # noqa: S101 - static slots are built with keys
-        try:
-            return core.verify_until(token, now)
-        except _core.CoreError as exc:
-            if source is None or not self._worth_refetch(exc.args[0], token):
-                raise
-        arrived = _ARRIVED.get()
-        return self._refetched(
-            token, now, core, source, self.clock() if arrived is None else arrived
-        )
-
-    def _worth_refetch(self, kind: str, token: str | bytes) -> bool:
-        alg = kid = None
-        if kind == "algorithm":
-            with contextlib.suppress(_core.CoreError):
-                header = _core.unverified_header(token, max_token_size=self.max_token_size)
-                alg, kid = header.get("alg"), header.get("kid")
-        held = isinstance(kid, str) and any(key.kid == kid for key in self.keys)
-        return worth_refetch(kind, alg, self.refetch_algorithms, kid_held=held)
-
-    def _refetched(
-        self,
-        token: str | bytes,
-        now: float,
-        core: _core.Verifier,
-        source: KeySource,
-        arrived: float,
-    ) -> tuple[Mapping[str, Any], float | None]:
-        """The token's answer once keys fetched after it arrived have looked at it.
-
-        Keys from a document fetched before the token arrived may predate its
-        key: one fetch (single flight, within the source's budget) first; when
-        none may start, 503 with the time until one may.
-        """
-        for _ in range(_ROUNDS):
-            step = source.unknown_kid(arrived)
-            if step == "final":
-                # Verified again rather than re-raised from a local (no
-                # traceback cycle): the keys held now answer for this token.
-                return (self.core or core).verify_until(token, now)
-            if step != "fetched":
-                raise source.unavailable(unknown_kid=True)
-            newer = self.core
-            if newer is None:
-                raise source.unavailable()
-            if newer is not core:
-                core = newer
-                try:
-                    return core.verify_until(token, now)
-                except _core.CoreError as exc:
-                    if not self._worth_refetch(exc.args[0], token):
-                        raise
-        raise source.unavailable(unknown_kid=True)
-
-
-def _unknown_issuer(seen: str | None, expected: tuple[str, ...]) -> _core.CoreError:
-    """The refusal of a token whose ``iss`` names none of the configured issuers.
-
-    Translated as the single-issuer refusal is: the configured issuers
-    (configuration, safe to show), the token's ``iss`` escaped and capped, a
-    near miss called out (``_core.translate``).
-    """
-    if seen is None:
-        error = _core.CoreError("issuer", "token has no iss claim (a string) to choose an issuer")
-        error.context = {"expected": expected}
-    else:
-        error = _core.CoreError("issuer", "token issuer is not one of the configured issuers")
-        error.context = {"expected": expected, "seen": (seen,)}
-    return error
-
-
-class KeyRouter:
-    """The engine of a verifier with network keys or several issuers."""
-
-    __slots__ = ("_clients", "_max_size", "_slots", "_sources", "_static_keys", "verify_until")
-
-    #: The engine's ``verify_until(token, now) -> (payload, valid_until)``.
-    verify_until: Callable[[str | bytes, float], tuple[Mapping[str, Any], float | None]]
-
-    def __init__(
-        self,
-        slots: dict[str, _Slot],
-        sources: list[KeySource],
-        clients: Clients,
-        max_token_size: int,
-        static_keys: int,
-    ) -> None:
-        self._slots = slots
-        self._sources = sources
-        self._clients = clients
-        self._max_size = max_token_size
-        self._static_keys = static_keys
-        if len(slots) == 1:
-            # One issuer: its policy checks iss; no routing needed.
-            self.verify_until = next(iter(slots.values())).verify_until
-        else:
-            self.verify_until = self._route
-
-    def _route(self, token: str | bytes, now: float) -> tuple[Mapping[str, Any], float | None]:
-        issuer = _core.unverified_issuer(token, self._max_size)
-        slot = None if issuer is None else self._slots.get(issuer)
-        if slot is None:
-            raise _unknown_issuer(issuer, tuple(self._slots))
-        return slot.verify_until(token, now)
-
-    def on_removed(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` when an issuer's refresh withdrew a key."""
-        for slot in self._slots.values():
-            slot.on_removed = callback
-
-    @property
-    def algorithms(self) -> list[str]:
-        """Algorithms accepted now (by the keys loaded so far)."""
-        names: set[str] = set()
-        for slot in self._slots.values():
-            if slot.core is not None:
-                names.update(slot.core.algorithms)
-        order = _core.algorithms()
-        return sorted(names, key=order.index)
-
-    @property
-    def issuers(self) -> tuple[str, ...]:
-        """The configured issuers."""
-        return tuple(self._slots)
-
-    def source_for(self, token: str | bytes) -> KeySource | None:
-        """The key source a token would use (None if static or unroutable)."""
-        if len(self._slots) == 1:
-            return next(iter(self._slots.values())).source
-        try:
-            slot = self._slots.get(_core.unverified_issuer(token, self._max_size))  # type: ignore[arg-type]
-        except _core.CoreError:
-            return None
-        return None if slot is None else slot.source
-
-    async def settle(self, token: str | bytes) -> bool:
-        """Wait for the fetch the token's verification started (or joined), if any."""
-        source = self.source_for(token)
-        if source is None:
-            return False
-        flight = source.in_flight()
-        if flight is None:
-            return False
-        await source.wait_async(flight)
-        return True
-
-    async def start(self) -> None:
-        """Load every source's keys and keep them fresh in the background."""
-        for source in self._sources:
-            await source.start()
-
-    async def aclose(self) -> None:
-        """Stop background refreshes; close the clients we opened."""
-        for source in self._sources:
-            await source.aclose()
-        await self._clients.aclose()
-
-    def close(self) -> None:
-        """Sync close: wait for fetch threads, close our sync client."""
-        for source in self._sources:
-            source.close_threads()
-        self._clients.close()
-
-    def health(self) -> KeySourceHealth:
-        """Every source's health, combined."""
-        return KeySourceHealth.combine(
-            [source.health() for source in self._sources], self._static_keys
-        )
-
-
 def _static_key_set(
     issuer: str,
     keys: Sequence[Key] | None,
@@ -503,11 +182,9 @@ def _static_key_set(
         _core.raise_translated(exc)
 
 
-def _static_slot(issuer: Issuer, policy: _core.Policy, clock: Clock) -> tuple[_Slot, int]:
-    slot = _Slot(issuer.issuer, policy, None, clock)
+def _static_slot(issuer: Issuer, policy: _core.Policy) -> tuple[Slot, int]:
     key_set = _static_key_set(issuer.issuer, issuer.keys, issuer.jwks, issuer.allow_symmetric)
-    slot.core = _core.call(_core.Verifier, key_set, policy)
-    return slot, len(key_set)
+    return static_slot(issuer.issuer, policy, key_set), len(key_set)
 
 
 def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
@@ -664,7 +341,6 @@ def build_router(
     client: object,
     fetch: FetchOptions | None,
     allow_insecure_loopback: bool,
-    clock: Clock,
 ) -> tuple[KeyRouter, JWTConfig]:
     """The router for network keys or several issuers, and the verifier's config."""
     if fetch is None:
@@ -685,24 +361,22 @@ def build_router(
                 discover=discovered,
                 options=fetch,
                 clients=clients,
-                clock=clock,
                 allow_insecure_loopback=insecure,
+                timer=fetch.timer or time.monotonic,
             )
         return found
 
-    slots: dict[str, _Slot] = {}
+    slots: dict[str, Slot] = {}
     static_keys = 0
     if listed is None:
-        slot = _Slot(
+        slot = Slot(
             config.issuer[0] if len(config.issuer) == 1 else "(any configured issuer)",
             config.policy(),
             source(jwks_url, discover, allow_insecure_loopback),
-            clock,
             refetch_algorithms=network_algorithms(config),
             max_token_size=config.max_token_size,
+            precheck=_precheck(config),
         )
-        assert slot.source is not None  # noqa: S101 - built just above
-        slot.source.subscribe(slot.install)
         slots[slot.name] = slot
     else:
         for issuer in listed:
@@ -711,7 +385,7 @@ def build_router(
             own = _issuer_config(config, issuer)
             policy = own.policy()
             if issuer.jwks_url is not None or issuer.discover:
-                slot = _Slot(
+                slot = Slot(
                     issuer.issuer,
                     policy,
                     source(
@@ -719,27 +393,23 @@ def build_router(
                         issuer.issuer if issuer.discover else None,
                         issuer.allow_insecure_loopback,
                     ),
-                    clock,
                     refetch_algorithms=network_algorithms(own),
                     max_token_size=own.max_token_size,
+                    precheck=_precheck(own),
                 )
-                assert slot.source is not None  # noqa: S101 - built just above
-                slot.source.subscribe(slot.install)
             else:
-                slot, count = _static_slot(issuer, policy, clock)
+                slot, count = _static_slot(issuer, policy)
                 static_keys += count
             slots[issuer.issuer] = slot
     router = KeyRouter(slots, list(sources.values()), clients, config.max_token_size, static_keys)
     return router, config
 
 
-def weak_callback(method: Callable[[], None]) -> Callable[[], None]:
-    """A callback that does not keep its object alive (no verifier<->router cycle)."""
-    ref = weakref.WeakMethod(method)
-
-    def call() -> None:
-        target = ref()
-        if target is not None:
-            target()
-
-    return call
+def _precheck(config: JWTConfig) -> Precheck:
+    """What a token must pass, unverified, before it spends a key fetch."""
+    return Precheck(
+        issuers=tuple(config.issuer),
+        audiences=tuple(config.audience),
+        leeway=float(config.leeway),
+        max_token_size=config.max_token_size,
+    )

@@ -1,25 +1,30 @@
 """When keys are fetched: a pure schedule, time in and decisions out.
 
 :class:`Schedule` holds the timing state of one key source and nothing else:
-no clock, no I/O, no lock (its owner, :class:`~grelmicro.jwt._jwks.KeySource`,
-reads the clock, holds the lock and does the fetching). Every method takes
-``now`` and answers what the source may do:
+no clock, no I/O, no lock, no randomness (its owner,
+:class:`~grelmicro.jwt._jwks.KeySource`, reads the monotonic clock, draws
+the jitter, holds the lock and does the fetching). Every method takes
+``now``, in seconds of a monotonic clock: a step of the wall clock, or of a
+verifier's ``clock=``, changes nothing here.
 
-- :meth:`Schedule.may_fetch`: may a fetch start now, and why (or why not,
-  and when one may);
-- :meth:`Schedule.succeeded` / :meth:`Schedule.failed`: what a fetch's
-  outcome changes;
-- :meth:`Schedule.serves`, :meth:`Schedule.stale`: whether the keys held
-  still serve, and whether they are past their expiry.
+Why a fetch starts, and what paces it:
 
-Two pauses, each with one meaning:
+- **load** (no keys held: start-up, or after a withdrawal): about once a
+  second, with jitter. The service answers nothing anyway; one request a
+  second per process costs a provider nothing, and the first request after
+  the provider returns gets keys.
+- **refresh** (keys held, their time is up): on schedule; after a failure,
+  the **backoff** waits 1 s, 2 s, 4 s... up to ``cooldown`` (keys are held:
+  nobody waits for this fetch).
+- **unknown-kid** (a token names a ``kid`` the keys lack): at most one per
+  ``unknown_kid_interval / unknown_kid_budget`` seconds for each source (the
+  pace: about one a second by default), and at most ``unknown_kid_budget``
+  successful ones per ``unknown_kid_interval``. A failed fetch never spends
+  the budget; the pace alone spaces attempts while the provider fails, so a
+  key published during an outage is fetched within a pace of its return.
 
-- **failure backoff**: after a failed fetch, the next one waits 1 s, then
-  2 s, 4 s... up to ``cooldown``; a ``Retry-After`` from the provider is
-  honoured within the same cap. It gates every fetch, for any reason.
-- **unknown-kid interval**: fetches asked for by tokens naming an unknown
-  ``kid`` are at most ``unknown_kid_budget`` per ``unknown_kid_interval``
-  seconds, for each source (so one issuer's junk never spends another's).
+A provider's ``Retry-After`` (on a 429 or 503) holds every kind of fetch
+back, within ``cooldown``.
 
 A token naming an unknown ``kid`` gets its final answer only from a document
 whose fetch started when or after it arrived: an older document may predate
@@ -36,11 +41,14 @@ from typing import Literal
 
 from grelmicro.jwt._http import FetchOptions
 
-__all__ = ["FIRST_RETRY", "Decision", "Schedule"]
+__all__ = ["FIRST_RETRY", "LOAD_PACE", "Decision", "Schedule", "Why"]
 
-#: The first pause after a failed fetch; each further failure doubles it, up
-#: to the ``cooldown``.
+#: The first pause after a failed refresh; each further failure doubles it,
+#: up to the ``cooldown``.
 FIRST_RETRY = 1.0
+#: Seconds between two loads while no keys are held (``spread`` moves each
+#: by up to a quarter either way).
+LOAD_PACE = 1.0
 #: An empty (well-formed) key list withdraws the keys when seen this many
 #: times in a row.
 EMPTY_TO_WITHDRAW = 2
@@ -52,8 +60,8 @@ Why = Literal[
     "unknown-kid",  # a token names a kid the keys lack
     # no fetch:
     "fresh",  # the keys held are recent enough
-    "backoff",  # the last fetch failed; wait
-    "budget",  # unknown-kid fetches spent for this interval
+    "backoff",  # the last fetch failed (or the provider asked to wait); wait
+    "budget",  # unknown-kid fetches paced or spent for this interval
 ]
 
 
@@ -76,26 +84,28 @@ Outcome = Literal["keys", "empty-kept", "withdrawn"]
 class Schedule:
     """The refresh schedule of one key source (see the module docstring).
 
-    Attributes (times in seconds on the caller's clock, ``-inf``: never):
+    Attributes (seconds on a monotonic clock, ``-inf``: never):
         fetched_at: when the fetch of the document held now started.
         expires_at: when the keys held expire (refresh due before).
         stale_until: when they stop serving, refreshed or not.
-        refresh_at: the next refresh (the request path calls in past it).
-        retry_at: no fetch starts before this (failure backoff).
+        refresh_at: the next scheduled refresh.
+        retry_at: no refresh or load starts before this (backoff, pace).
+        provider_wait: no fetch at all before this (the provider's Retry-After).
         failures: failed fetches in a row.
         empty_seen: empty key lists in a row.
         has_keys: keys are held (possibly past their bound).
     """
 
     __slots__ = (
-        "_kid_spaced_from",
-        "_kid_starts",
+        "_kid_last",
+        "_kid_spent",
         "empty_seen",
         "expires_at",
         "failures",
         "fetched_at",
         "has_keys",
         "options",
+        "provider_wait",
         "refresh_at",
         "retry_at",
         "stale_until",
@@ -108,13 +118,14 @@ class Schedule:
         self.stale_until = -math.inf
         self.refresh_at = -math.inf
         self.retry_at = -math.inf
+        self.provider_wait = -math.inf
         self.failures = 0
         self.empty_seen = 0
         self.has_keys = False
-        self._kid_starts: collections.deque[float] = collections.deque()
-        # The start the spreading counts from (a failed fetch leaves the
-        # pace of retries to the backoff).
-        self._kid_spaced_from = -math.inf
+        # Starts of successful unknown-kid fetches in the window (the budget).
+        self._kid_spent: collections.deque[float] = collections.deque()
+        # The start of the last unknown-kid fetch, failed or not (the pace).
+        self._kid_last = -math.inf
 
     # -- questions ------------------------------------------------------------
 
@@ -141,10 +152,12 @@ class Schedule:
         ``unknown_kid``: asked for by a token naming a kid the keys lack;
         otherwise to load or refresh the keys.
         """
+        if now < self.provider_wait:
+            return Decision(fetch=False, why="backoff", at=self.provider_wait)
+        if unknown_kid and self.has_keys:
+            return self._kid_budget(now)
         if now < self.retry_at:
             return Decision(fetch=False, why="backoff", at=self.retry_at)
-        if unknown_kid:
-            return self._kid_budget(now)
         if not self.has_keys:
             return Decision(fetch=True, why="load", at=now)
         if now >= self.refresh_at:
@@ -152,22 +165,17 @@ class Schedule:
         return Decision(fetch=False, why="fresh", at=self.refresh_at)
 
     def _kid_budget(self, now: float) -> Decision:
-        """An unknown-kid fetch: within ``unknown_kid_budget`` per window, spread.
-
-        Spread over the window, never spent in one burst: under a flood of
-        invented kids a real new key still waits at most ``window / budget``
-        for its fetch (a 503 meanwhile), not the whole window.
-        """
+        """An unknown-kid fetch: paced, and within the budget of successful ones."""
         window = self.options.unknown_kid_window
         budget = self.options.unknown_kid_budget
-        starts = self._kid_starts
-        while starts and now - starts[0] >= window:
-            starts.popleft()
-        if len(starts) >= budget:
-            return Decision(fetch=False, why="budget", at=starts[0] + window)
-        spaced = self._kid_spaced_from + window / budget
-        if now < spaced:
-            return Decision(fetch=False, why="budget", at=spaced)
+        spent = self._kid_spent
+        while spent and now - spent[0] >= window:
+            spent.popleft()
+        if len(spent) >= budget:
+            return Decision(fetch=False, why="budget", at=spent[0] + window)
+        paced = self._kid_last + window / budget
+        if now < paced:
+            return Decision(fetch=False, why="budget", at=paced)
         return Decision(fetch=True, why="unknown-kid", at=now)
 
     # -- events ---------------------------------------------------------------
@@ -175,20 +183,27 @@ class Schedule:
     def started(self, now: float, decision: Decision) -> None:
         """A fetch allowed by ``decision`` starts now."""
         if decision.why == "unknown-kid":
-            self._kid_starts.append(now)
-            self._kid_spaced_from = now
+            self._kid_last = now
 
     def succeeded(
-        self, *, started: float, now: float, ttl: float, spread: float, empty: bool = False
+        self,
+        *,
+        started: float,
+        now: float,
+        ttl: float,
+        spread: float,
+        empty: bool = False,
+        why: Why = "refresh",
     ) -> Outcome:
         """A fetch started at ``started`` brought a usable document at ``now``.
 
         ``ttl`` is how long it may be kept; ``spread`` (0 to 1, random) brings
         the refresh up to ``jitter`` of the TTL earlier. An empty key list
-        keeps the keys held the first time (and asks again soon, after the
-        backoff's first pause); seen :data:`EMPTY_TO_WITHDRAW` times in a
-        row, it withdraws them.
+        keeps the keys held the first time (and asks again soon); seen
+        :data:`EMPTY_TO_WITHDRAW` times in a row, it withdraws them.
         """
+        if why == "unknown-kid":
+            self._kid_spent.append(started)
         self.failures = 0
         self.retry_at = -math.inf
         if empty:
@@ -196,8 +211,8 @@ class Schedule:
             if self.has_keys and self.empty_seen < EMPTY_TO_WITHDRAW:
                 self.refresh_at = now + min(FIRST_RETRY, self.options.cooldown)
                 return "empty-kept"
-            # No keys: the request path asks for a load on every call, so the
-            # next one waits like after a failure, without counting as one.
+            # No keys: the next load waits like after a failure with keys
+            # held (a provider that publishes nothing is not down).
             self.has_keys = False
             self.fetched_at = started
             self.expires_at = self.stale_until = -math.inf
@@ -211,24 +226,42 @@ class Schedule:
         self.refresh_at = now + ttl - ttl * self.options.jitter * spread
         return "keys"
 
-    def failed(self, now: float, retry_after: float | None = None) -> float:
-        """A fetch failed at ``now``; returns the pause before the next one.
+    def failed(
+        self,
+        now: float,
+        retry_after: float | None = None,
+        *,
+        spread: float = 0.5,
+    ) -> float:
+        """A fetch failed at ``now``; returns the pause before the next load or refresh.
 
-        The pause doubles from :data:`FIRST_RETRY` with each failure in a
-        row, up to ``cooldown``; a provider's ``Retry-After`` lengthens it,
-        within the same cap.
+        With keys held, the pause doubles from :data:`FIRST_RETRY` with each
+        failure in a row, up to ``cooldown``. With none, it stays about
+        :data:`LOAD_PACE` (``spread``, 0 to 1, moves it by up to a quarter).
+        A provider's ``Retry-After`` lengthens it, within ``cooldown``, and
+        holds unknown-kid fetches back too.
         """
         self.failures += 1
-        self._kid_spaced_from = -math.inf
         cap = self.options.cooldown
-        pause = min(cap, FIRST_RETRY * 2.0 ** min(self.failures - 1, 30))
-        if retry_after is not None and retry_after > pause:
-            pause = min(retry_after, cap)
+        if self.has_keys:
+            pause = min(cap, FIRST_RETRY * 2.0 ** min(self.failures - 1, 30))
+        else:
+            pause = min(cap, LOAD_PACE * (0.75 + 0.5 * spread))
+        if retry_after is not None and retry_after > 0:
+            asked = min(retry_after, cap)
+            self.provider_wait = now + asked
+            pause = max(pause, asked)
         self.retry_at = now + pause
         if self.has_keys:
-            # Look again after the pause, not at every call; and at the
-            # bound, so the request path sees the keys stop serving.
+            # Look again after the pause, and at the bound at the latest.
             self.refresh_at = min(max(self.refresh_at, self.retry_at), self.stale_until)
         else:
             self.refresh_at = self.retry_at
         return pause
+
+    def withdrawn(self) -> None:
+        """The keys went past their bound and were withdrawn: load from now on."""
+        self.has_keys = False
+        self.failures = 0
+        self.retry_at = -math.inf
+        self.refresh_at = -math.inf

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, Protocol, cast
@@ -32,9 +33,13 @@ from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
-from grelmicro.jwt._issuers import Issuer, KeyRouter, arrived_at, build_router, weak_callback
-from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
+from grelmicro.jwt._health import KeySourceHealth
+from grelmicro.jwt._http import FetchOptions
+from grelmicro.jwt._issuers import Issuer, build_router
+from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
+from grelmicro.jwt._router import KeyRouter
+from grelmicro.jwt._steps import Pending, drive_async
 from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
@@ -139,7 +144,11 @@ def _usable_time(now: object) -> bool:
     return True
 
 
-def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, object], NoReturn]:
+def _refusal(
+    hook: RejectHook | None,
+    clock: Clock,
+    finish: Callable[[Pending], Any] | None = None,
+) -> Callable[[BaseException, object], NoReturn]:
     """What ``verify`` raises instead of a failure of the core call.
 
     A ``CoreError`` becomes its :class:`TokenRejectedError` subclass
@@ -149,6 +158,9 @@ def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, 
     """
 
     def refuse(error: BaseException, now: object) -> NoReturn:
+        if isinstance(error, Pending) and finish is not None:
+            error.bind(finish)  # verify_async and the FastAPI dependency finish it
+            raise error
         if isinstance(error, _core.CoreError):
             # Raised straight from here, never kept in a local: a local would
             # tie error -> traceback -> frame -> error into a reference cycle.
@@ -162,7 +174,45 @@ def _refusal(hook: RejectHook | None, clock: Clock) -> Callable[[BaseException, 
     return refuse
 
 
-def _no_cache(engine: _core.Verifier, clock: Clock) -> TokenCache:
+class Engine(Protocol):
+    """What a route verifies with: the core's ``Verifier``, or the key router."""
+
+    def verify_until(self, token: str | bytes, now: float) -> tuple[Any, float | None]:
+        """``(payload, valid_until)`` of ``token`` at ``now``, or the refusal."""
+        ...
+
+    @property
+    def algorithms(self) -> list[str]:
+        """Algorithms accepted now."""
+        ...
+
+
+def _finisher(verifier: JWTVerifier) -> Callable[[Pending], Any]:
+    """How a :class:`Pending` raised by ``verifier.verify`` is finished (held weakly)."""
+    ref = weakref.ref(verifier)
+
+    async def finish(pending: Pending) -> Claims:
+        target = ref()
+        if target is None:
+            raise pending
+        return await target._finish(pending)
+
+    return finish
+
+
+def _weak_call(verifier: JWTVerifier, method: Callable[[JWTVerifier], None]) -> Callable[[], None]:
+    """``method(verifier)`` without keeping ``verifier`` alive (no verifier<->router cycle)."""
+    ref = weakref.ref(verifier)
+
+    def call() -> None:
+        target = ref()
+        if target is not None:
+            method(target)
+
+    return call
+
+
+def _no_cache(engine: Engine, clock: Clock) -> TokenCache:
     """The route without a cache: ``Claims(engine.verify(token, now))``."""
     return TokenCache(
         0,
@@ -232,7 +282,7 @@ class JWTVerifier:
     }
 
     config: JWTConfig
-    _engine: _core.Verifier
+    _engine: Engine
     _cache: TokenCache | None
     _clock: Clock
     _hook: RejectHook | None
@@ -316,14 +366,13 @@ class JWTVerifier:
             client=client,
             fetch=fetch,
             allow_insecure_loopback=allow_insecure_loopback,
-            clock=self._clock,
         )
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
         if reporter is not None:
             named = (*config.issuer, *router.issuers)
-            reporter.bind(named, _allowed(config), router._sources)
-        router.on_removed(weak_callback(self._drop_cache))
+            reporter.bind(named, _allowed(config), list(router.sources))
+        router.on_removed(_weak_call(self, JWTVerifier._drop_cache))
         self._install_engine(router)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -436,11 +485,12 @@ class JWTVerifier:
             if old_keys is not None and key_identity(old_keys) == key_identity(new_keys):
                 return
             core = _core.call(_core.Verifier, key_set, self.config.policy())
-            keep = old_keys is not None and core.keeps_cache_of(self._engine)
+            engine = self._engine if old_keys is not None else None
+            keep = isinstance(engine, _core.Verifier) and core.keeps_cache_of(engine)
             self._activate(core, self._cache if keep else None)
             object.__setattr__(self, "_keys", new_keys)
 
-    def _activate(self, engine: _core.Verifier, cache: TokenCache | None) -> None:
+    def _activate(self, engine: Engine, cache: TokenCache | None) -> None:
         """Point ``verify`` at ``engine`` and ``cache`` (a fresh one when None).
 
         ``verify`` reads one route, bound to one engine and one cache: a
@@ -482,7 +532,7 @@ class JWTVerifier:
                 _core.VerifyCall(
                     route,
                     clock=self._clock,
-                    refuse=_refusal(self._hook, self._clock),
+                    refuse=_refusal(self._hook, self._clock, _finisher(self)),
                     signature=_SIGNATURE,
                 ),
             )
@@ -522,8 +572,7 @@ class JWTVerifier:
     def _install_engine(self, router: KeyRouter) -> None:
         """Build ``verify`` around the key router, with a fresh cache."""
         with _ROTATION:
-            # The router quacks like a core verifier: verify_until(token, now), algorithms.
-            self._activate(cast("_core.Verifier", router), None)
+            self._activate(router, None)
 
     def _drop_cache(self) -> None:
         """A refresh withdrew a key: no cached result may outlive it."""
@@ -534,29 +583,36 @@ class JWTVerifier:
         """Asynchronous :meth:`verify`; may await the key fetch the token needs.
 
         With network keys, a token arriving before any key is loaded, or
-        naming a key the keys held may predate, waits for the fetch its
-        verification started (or joined) on the event loop instead of
-        failing at once. The outcome is reported once, after that retry.
+        naming a key the keys held may predate, waits on the event loop for
+        the fetch that answers it instead of failing at once; the token's
+        arrival is the start of this call, and its outcome is reported once.
         """
-        router = self._router
         try:
             return self.verify(token, now=now)
-        except KeysUnavailableError:
-            if router is None:
-                raise
-            # Keys from the fetch this token waits for answer for it: it
-            # arrived before that fetch started (see grelmicro.jwt._schedule).
-            arrived = self._clock()
-            if not await router.settle(token):
-                raise
-        with arrived_at(arrived):
-            for _ in range(2):
-                try:
-                    return self.verify(token, now=now)
-                except KeysUnavailableError:  # noqa: PERF203 - at most twice, after a fetch
-                    if not await router.settle(token):
-                        raise
-            return self.verify(token, now=now)
+        except Pending as pending:
+            return await pending.finish()  # type: ignore[no-any-return]
+
+    async def _finish(self, pending: Pending) -> Claims:
+        """Drive a :class:`Pending` miss to its end; report the outcome once."""
+        telemetry = self._telemetry
+        try:
+            result = await drive_async(pending.steps, pending.first)
+        except _core.CoreError as exc:
+            raise _rejected(exc, self._hook) from None
+        except KeysUnavailableError as exc:
+            if telemetry is not None:
+                telemetry.refused(exc)
+            raise
+        finally:
+            pending.steps.close()
+        if telemetry is not None:
+            telemetry.accepted(pending.token, result)
+        return Claims(result[0])
+
+    def _key_sources(self) -> tuple[KeySource, ...]:
+        """The network key sources (for ``fastapi/``, ``otel`` and tests; empty: static)."""
+        router = self._router
+        return () if router is None else router.sources
 
     async def start(self) -> None:
         """Load network keys and refresh them in the background (no-op for static keys).
@@ -608,8 +664,7 @@ class JWTVerifier:
         ``None`` for static keys, a JWKS URL or several issuers. The FastAPI
         dependency shows it as the OpenAPI ``openIdConnect`` scheme.
         """
-        router = self._router
-        sources = () if router is None else router._sources  # the router is this layer's own
+        sources = self._key_sources()
         if len(sources) != 1:
             return None
         issuer = sources[0].discover
@@ -635,9 +690,17 @@ class JWTVerifier:
         )
 
     def __repr__(self) -> str:
+        # Safe on a half-built verifier (a failed __init__ leaves slots unset).
+        try:
+            algorithms = list(self.algorithms)
+        except AttributeError:
+            algorithms = []
+        config = getattr(self, "config", None)
+        if config is None:
+            return "JWTVerifier(<not built>)"
         return (
-            f"JWTVerifier(algorithms={list(self.algorithms)!r}, "
-            f"audience={list(self.config.audience)!r}, issuer={list(self.config.issuer)!r})"
+            f"JWTVerifier(algorithms={algorithms!r}, "
+            f"audience={list(config.audience)!r}, issuer={list(config.issuer)!r})"
         )
 
 

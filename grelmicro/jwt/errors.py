@@ -50,6 +50,7 @@ __all__ = [
     "InvalidSignatureError",
     "InvalidTokenTypeError",
     "JWTError",
+    "KeyPendingError",
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",
@@ -408,6 +409,25 @@ class KeysUnavailableError(JWTError):
 
     retry_after: float | None = None
     """Seconds until keys may be fetched again, or ``None`` if unknown."""
+
+    wait: str | None = None
+    """What the answer waits for: ``fetch-in-flight``, ``budget`` (unknown-kid
+    fetches are paced), ``backoff``, ``provider-failing``, ``config`` (a
+    configuration error keeps keys from loading) or ``closed``; ``None`` if
+    unknown."""
+
+
+class KeyPendingError(KeysUnavailableError):
+    """A token names a key not seen yet, and the keys are refetched shortly. HTTP: 503.
+
+    Keys are held and the provider answers: this token waits for the next
+    paced refetch (``retry_after``). Dashboards tell it from an outage by
+    its reason: invented ``kid`` values produce ``key-pending``, never
+    ``keys-unavailable``.
+    """
+
+    reason = "key-pending"
+    detail = "The token names a key not seen yet; try again shortly."
 
 
 class ConfigurationError(JWTError, ValueError):

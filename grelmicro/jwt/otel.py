@@ -21,28 +21,22 @@ key sources from the configuration, the verifier's algorithms.
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._events import Event
+from grelmicro.jwt._steps import Pending
 from grelmicro.jwt.errors import (
     ConfigurationError,
     JWTError,
     KeysUnavailableError,
     TokenRejectedError,
 )
-
-if TYPE_CHECKING:
-    from grelmicro.jwt._dpop import DPoPVerifier
-    from grelmicro.jwt._jwks import KeySource
-    from grelmicro.jwt._verifier import JWTVerifier
 
 __all__ = ["METER_NAME", "Telemetry"]
 
@@ -56,11 +50,37 @@ _VERIFY_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5
 #: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
 _HEADERS_KEPT = 64
 
-#: Set while a key-fetch span is open, so a fetch that hands over to a thread
-#: (an async fetch with only a sync client) is one span, not two.
-_IN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "grelmicro_jwt_fetch", default=False
-)
+
+class _Verifier(Protocol):
+    """What telemetry reads of a verifier (it sits below the verifier: no import of it)."""
+
+    _telemetry: Any
+
+    def cache_info(self) -> Any:
+        """Cache counters and size."""
+        ...
+
+    def health(self) -> Any:
+        """Key health."""
+        ...
+
+
+class _Source(Protocol):
+    """What telemetry reads of a key source."""
+
+    @property
+    def source(self) -> str:
+        """The source's stable name."""
+        ...
+
+    @property
+    def observers(self) -> Any:
+        """Where to add an observer."""
+        ...
+
+    def health(self) -> Any:
+        """The source's health."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -92,14 +112,14 @@ class Telemetry:
         raise ConfigurationError("telemetry must be True, False or a grelmicro.jwt.otel.Telemetry")
 
 
-def answered(verifier: JWTVerifier, status: int, reason: str) -> None:
+def answered(verifier: _Verifier, status: int, reason: str) -> None:
     """Count a refusal the FastAPI dependency answers (no-op without telemetry)."""
     reporter: Reporter | None = verifier._telemetry
     if reporter is not None:
         reporter.answered(status, reason)
 
 
-def dpop_reporter(verifier: JWTVerifier, dpop: DPoPVerifier) -> Reporter | None:
+def dpop_reporter(verifier: _Verifier, dpop: Any) -> Reporter | None:
     """The reporter DPoP checks go to (None without telemetry); watches ``dpop``'s replay store."""
     reporter: Reporter | None = verifier._telemetry
     if reporter is not None:
@@ -289,7 +309,7 @@ class Reporter:
     collection time and it reports nothing once it is gone.
     """
 
-    def __init__(self, options: Telemetry, verifier: JWTVerifier) -> None:
+    def __init__(self, options: Telemetry, verifier: _Verifier) -> None:
         try:
             from opentelemetry import metrics, trace  # noqa: PLC0415 - only when asked for
         except ImportError:
@@ -308,7 +328,7 @@ class Reporter:
         self._accepted: dict[tuple[object, str | bytes], list[int]] = {}
         self._issuers: frozenset[str] = frozenset()
         self._algorithms: frozenset[str] = frozenset()
-        self._sources: list[tuple[str, weakref.ref[KeySource]]] = []
+        self._sources: list[tuple[str, weakref.ref[_Source]]] = []
         self._fetches = shared.fetches
         self._fetch_duration = shared.fetch_duration
         self._answers = shared.answers
@@ -321,15 +341,14 @@ class Reporter:
     # -- wiring (called by the verifier) -------------------------------------
 
     def bind(
-        self, issuers: tuple[str, ...], algorithms: tuple[str, ...], sources: list[KeySource]
+        self, issuers: tuple[str, ...], algorithms: tuple[str, ...], sources: list[Any]
     ) -> None:
-        """What attributes may name (configured issuers, allowed algorithms); sources to trace."""
+        """What attributes may name (configured issuers, allowed algorithms); sources to observe."""
         self._issuers = frozenset(issuers)
         self._algorithms = frozenset(algorithms)
         for source in sources:
-            name = source.discover or source.url or "unnamed"
-            self._sources.append((name, weakref.ref(source)))
-            self._trace_source(source, name)
+            self._sources.append((source.source, weakref.ref(source)))
+            source.observers.add(self._fetch_observer())
 
     def engine(self, engine: Any) -> Any:
         """``engine`` whose ``verify`` counts accepted full verifications."""
@@ -435,7 +454,7 @@ class Reporter:
             if field == "ready":
                 yield 1, {}
             elif field == "key_count":
-                yield len(verifier._keys), {}
+                yield verifier.health().key_count, {}
             return
         for name, ref in self._sources:
             source = ref()
@@ -445,12 +464,12 @@ class Reporter:
             if field == "age":
                 if health.last_success is None:
                     continue
-                value: float = max(source._clock() - health.last_success, 0.0)
+                value: float = max(time.time() - health.last_success, 0.0)
             else:
                 value = int(getattr(health, field))
             yield value, {"source": name}
 
-    def _verifications(self, verifier: JWTVerifier) -> Iterator[tuple[float, dict[str, Any]]]:
+    def _verifications(self, verifier: _Verifier) -> Iterator[tuple[float, dict[str, Any]]]:
         yield verifier.cache_info().hits or 0, {"outcome": "accepted", "cache": "hit"}
         with self._lock:
             counts = [(key, cell[0]) for key, cell in self._counts.items()]
@@ -464,91 +483,39 @@ class Reporter:
 
     # -- key fetches -------------------------------------------------------------
 
-    def _trace_source(self, source: KeySource, name: str) -> None:
-        """Wrap ``source``'s fetches in a span, a duration and a result count."""
-        fetch_sync = source.fetch_sync
-        fetch_async = source.fetch_async
-        reporter = self
+    def _fetch_observer(self) -> Callable[[Event], None]:
+        """The observer of a source's events: each ``keys.fetch`` is a count, a duration, a span.
 
-        @functools.wraps(fetch_sync)
-        def traced_sync(*args: Any, **kwargs: Any) -> None:
-            if _IN_FETCH.get():
-                fetch_sync(*args, **kwargs)
+        The span is recorded when the fetch has ended, with its real start
+        and end times (the key source emits events; it knows no tracer).
+        """
+        trace = self._trace
+        tracer = self._tracer
+        fetches = self._fetches
+        fetch_duration = self._fetch_duration
+
+        def observe(event: Event) -> None:
+            if event.name != "keys.fetch":
                 return
-            with reporter._fetch_span(source, name) as done:
-                fetch_sync(*args, **kwargs)
-                done()
+            fields = event.fields
+            result = fields["result"]
+            attributes = {"result": result, "source": event.source}
+            fetches.add(1, attributes)
+            fetch_duration.record(fields["duration"], attributes)
+            span = tracer.start_span(
+                "grelmicro.jwt.key_fetch",
+                start_time=fields["started_ns"],
+                attributes={
+                    "grelmicro.jwt.source": event.source,
+                    "grelmicro.jwt.discovery": bool(fields["discovery"]),
+                    "grelmicro.jwt.result": result,
+                },
+            )
+            if result in ("failure", "error"):
+                span.set_status(trace.Status(trace.StatusCode.ERROR, fields.get("error") or result))
+            span.end(end_time=fields["started_ns"] + int(fields["duration"] * 1e9))
 
-        @functools.wraps(fetch_async)
-        async def traced_async(*args: Any, **kwargs: Any) -> None:
-            if _IN_FETCH.get():
-                await fetch_async(*args, **kwargs)
-                return
-            with reporter._fetch_span(source, name) as done:
-                await fetch_async(*args, **kwargs)
-                done()
-
-        source.fetch_sync = traced_sync  # type: ignore[method-assign]
-        source.fetch_async = traced_async  # type: ignore[method-assign]
-
-    def _fetch_span(self, source: KeySource, name: str) -> Any:
-        return _FetchSpan(self, source, name)
-
-
-class _FetchSpan:
-    """The span, duration and count of one key fetch (``with ... as done``)."""
-
-    __slots__ = ("_failures", "_name", "_reporter", "_scope", "_source", "_started", "_token")
-
-    def __init__(self, reporter: Reporter, source: KeySource, name: str) -> None:
-        self._reporter = reporter
-        self._source = source
-        self._name = name
-
-    def __enter__(self) -> Callable[[], None]:
-        source = self._source
-        self._scope = self._reporter._tracer.start_as_current_span(
-            "grelmicro.jwt.key_fetch",
-            attributes={
-                "grelmicro.jwt.source": self._name,
-                "grelmicro.jwt.discovery": source.discover is not None,
-            },
-        )
-        self._scope.__enter__()
-        self._token = _IN_FETCH.set(True)
-        self._failures = source.failure_count
-        self._started = time.perf_counter()
-        return self._finish
-
-    def _finish(self) -> None:
-        """The fetch returned: success unless it recorded a failure."""
-        self._record("failure" if self._source.failure_count > self._failures else "success")
-
-    def _record(self, result: str) -> None:
-        if self._started < 0:
-            return
-        seconds = time.perf_counter() - self._started
-        self._started = -1.0
-        attributes = {"result": result, "source": self._name}
-        reporter = self._reporter
-        reporter._fetches.add(1, attributes)
-        reporter._fetch_duration.record(seconds, attributes)
-        span = reporter._trace.get_current_span()
-        span.set_attribute("grelmicro.jwt.result", result)
-        if result != "success":
-            error = self._source.last_error if result == "failure" else "internal error"
-            span.set_status(reporter._trace.Status(reporter._trace.StatusCode.ERROR, error))
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        if kind is not None:
-            self._record("error")
-        _IN_FETCH.reset(self._token)
-        self._scope.__exit__(kind, error, trace)
+        return observe
 
 
 class _CountingEngine:
@@ -586,7 +553,8 @@ def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callab
             try:
                 result = verify(token, now)
             except KeysUnavailableError as error:
-                refused(error)
+                if not isinstance(error, Pending):  # its outcome is reported when it ends
+                    refused(error)
                 raise
             accepted(token, result)
             return result
@@ -599,7 +567,8 @@ def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callab
         try:
             result = verify(token, now)
         except KeysUnavailableError as error:
-            refused(error)
+            if not isinstance(error, Pending):  # its outcome is reported when it ends
+                refused(error)
             raise
         finally:
             duration.record(clock() - started)

@@ -73,7 +73,7 @@ def _escaped_handler(bearer: JWTBearer) -> Any:
         if isinstance(exc, TokenRejectedError):
             error = challenges.invalid_token(exc.reason)
         elif isinstance(exc, KeysUnavailableError):
-            error = challenges.unavailable()
+            error = challenges.unavailable(exc.reason, exc.detail, retry_after=exc.retry_after)
         else:  # pragma: no cover - registered for those two only
             raise exc
         if isinstance(connection, WebSocket):
@@ -98,6 +98,9 @@ async def readiness(bearer: JWTBearer) -> JSONResponse:
             value = getattr(state, name, None)
             if isinstance(value, int):
                 body[name] = value
+        problem = getattr(state, "problem", "")
+        if problem:  # a configuration error says so, not "keys unavailable"
+            body["problem"] = problem
     if body["ready"]:
         return JSONResponse(body)
     return JSONResponse(

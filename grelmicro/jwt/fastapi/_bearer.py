@@ -33,6 +33,7 @@ from grelmicro.jwt import _grants
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._confirmation import JKT, UNBOUND, confirmation
+from grelmicro.jwt._steps import Pending
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import (
     BindingError,
@@ -174,8 +175,14 @@ class JWTBearer(SecurityBase):
                 presentation = binding.read(scope, presentation, self.challenges)
             try:
                 claims = self.verifier.verify(presentation.token)
-            except (TokenRejectedError, KeysUnavailableError) as exc:
-                claims = await self._after_refusal(presentation, exc)
+            except Pending as pending:  # a fetch this token waits for runs on the loop
+                claims = await self._finish(presentation, pending)
+            except TokenRejectedError as exc:
+                raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
+            except KeysUnavailableError as exc:
+                raise self.challenges.unavailable(
+                    exc.reason, exc.detail, retry_after=exc.retry_after
+                ) from None
             if self.bindings or "cnf" in claims:
                 self._check_binding(connection, presentation, claims)
             if security_scopes.scopes or self._required_roles:
@@ -195,8 +202,8 @@ class JWTBearer(SecurityBase):
         them, and are refreshed only when requests find them due.
         """
         self._start_checked = True
-        router = self.verifier._router
-        if router is None or any(source.started for source in router._sources):
+        sources = self.verifier._key_sources()
+        if not sources or any(source.started for source in sources):
             return
         if self.verifier in _UNSTARTED:
             return
@@ -207,31 +214,27 @@ class JWTBearer(SecurityBase):
             "Call auth.install(app), or await verifier.start() in the app's lifespan",
             extra={
                 "jwt_event": "verifier.not_started",
-                "jwt_sources": [source.fetcher.source for source in router._sources],
+                "jwt_sources": [source.source for source in sources],
             },
         )
 
-    async def _after_refusal(
-        self, presentation: Presentation, exc: TokenRejectedError | KeysUnavailableError
-    ) -> Claims:
-        """A refused verification: answer it, or wait for the key refetch and verify again.
+    async def _finish(self, presentation: Presentation, pending: Pending) -> Claims:
+        """Wait for the key fetch the token needs, then its answer (the one place that waits).
 
-        The one place the dependency decides to wait: the key router answers
-        every final refusal itself (after any refetch it was allowed), so
-        only ``KeysUnavailableError`` (no keys yet, or a refetch under way or
-        suppressed) goes to ``verify_async``, which waits for the fetch the
-        sync call started. A 503 says in ``Retry-After`` when the key source
-        may fetch again.
+        The verification's steps resume on the event loop where the sync
+        call left them: the token's arrival stays the start of the request,
+        and its outcome is reported once.
         """
         scheme = presentation.scheme
-        if not isinstance(exc, KeysUnavailableError):
-            raise self.challenges.invalid_token(exc.reason, scheme) from None
         try:
-            return await self.verifier.verify_async(presentation.token)
-        except TokenRejectedError as again:
-            raise self.challenges.invalid_token(again.reason, scheme) from None
-        except KeysUnavailableError as again:
-            raise self.challenges.unavailable(retry_after=again.retry_after) from None
+            claims: Claims = await pending.finish()
+        except TokenRejectedError as exc:
+            raise self.challenges.invalid_token(exc.reason, scheme) from None
+        except KeysUnavailableError as exc:
+            raise self.challenges.unavailable(
+                exc.reason, exc.detail, retry_after=exc.retry_after
+            ) from None
+        return claims
 
     def _check_binding(
         self, connection: HTTPConnection, presentation: Presentation, claims: Claims

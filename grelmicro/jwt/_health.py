@@ -1,0 +1,155 @@
+"""What a verifier says about its keys: health for probes, and why a 503 waits.
+
+:class:`KeySourceHealth` is what ``verifier.health()`` returns and what
+readiness, the CLI and telemetry read. :class:`Waiting` turns the 503s a
+source answers into rate-limited events that name the wait (a fetch in
+flight, the unknown-kid pace, the backoff, a failing provider, a
+configuration fault), so a 503 is never silent, even at scale.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from grelmicro.jwt._events import Event
+
+__all__ = ["READINESS_WAITS", "KeySourceHealth", "Waiting"]
+
+#: The waits that mean no keys serve at all (readiness answers 503); the
+#: others (``budget``, ``fetch-in-flight`` for a new kid) concern one token.
+READINESS_WAITS = frozenset({"provider-failing", "config", "closed", "backoff"})
+
+
+@dataclass(frozen=True)
+class KeySourceHealth:
+    """The state of network keys, for readiness probes, logs and metrics.
+
+    Static keys are always ready. Times are seconds since the epoch;
+    counters count since the verifier was built.
+
+    Attributes:
+        ready: keys are loaded and not past the staleness bound.
+        last_success: when keys were last fetched and accepted.
+        last_failure: when a fetch last failed.
+        last_error: why it failed (no key or token material, ever).
+        key_count: usable keys held now.
+        fetch_count: HTTP requests made (discovery included).
+        failure_count: fetches that failed.
+        stale_uses: verifications served past the keys' expiry.
+        expires_at: when the current keys expire (before the grace period).
+        url: the JWKS URL of this source (or the issuer being discovered).
+        sources: per-URL health, when the verifier has several sources.
+        skipped_keys: ``(kid, reason)`` of every key the current JWKS left
+            out (unsupported, malformed, weak, private, not for signatures,
+            a kid two keys claim); ``len()`` is the count. Never key material.
+        config_error: a configuration fault that keeps keys from loading
+            (the discovery document names another issuer...), or None. Not
+            an outage: retrying cannot fix it.
+        generation: the generation of the key snapshot serving now.
+    """
+
+    ready: bool
+    last_success: float | None = None
+    last_failure: float | None = None
+    last_error: str | None = None
+    key_count: int = 0
+    fetch_count: int = 0
+    failure_count: int = 0
+    stale_uses: int = 0
+    expires_at: float | None = None
+    url: str | None = None
+    sources: tuple[KeySourceHealth, ...] = ()
+    skipped_keys: tuple[tuple[str | None, str], ...] = ()
+    config_error: str | None = None
+    generation: int = 0
+
+    @classmethod
+    def combine(cls, parts: list[KeySourceHealth], static_keys: int) -> KeySourceHealth:
+        """One health for several sources: ready only when all of them are."""
+        if len(parts) == 1 and not static_keys:
+            return parts[0]
+
+        def latest(values: list[float | None]) -> float | None:
+            known = [v for v in values if v is not None]
+            return max(known) if known else None
+
+        errors = [(p.last_failure, p.last_error) for p in parts if p.last_failure is not None]
+        config = [p.config_error for p in parts if p.config_error is not None]
+        return cls(
+            ready=all(p.ready for p in parts),
+            last_success=latest([p.last_success for p in parts]),
+            last_failure=latest([p.last_failure for p in parts]),
+            last_error=max(errors, key=lambda e: e[0] or 0.0)[1] if errors else None,
+            key_count=static_keys + sum(p.key_count for p in parts),
+            fetch_count=sum(p.fetch_count for p in parts),
+            failure_count=sum(p.failure_count for p in parts),
+            stale_uses=sum(p.stale_uses for p in parts),
+            expires_at=min((p.expires_at for p in parts if p.expires_at is not None), default=None),
+            sources=tuple(parts),
+            skipped_keys=tuple(skip for p in parts for skip in p.skipped_keys),
+            config_error="; ".join(config) if config else None,
+        )
+
+    @property
+    def problem(self) -> str:
+        """One line for people: why keys do not serve (empty when ready)."""
+        if self.ready:
+            return ""
+        if self.config_error:
+            return f"configuration error: {self.config_error}"
+        if self.last_error:
+            return f"keys unavailable: {self.last_error}"
+        return "keys unavailable: not loaded yet"
+
+
+class Waiting:
+    """Rate-limited events for the 503s of one source: one per wait kind per interval.
+
+    The event ``keys.waiting`` (INFO) names the wait, the source and the
+    seconds until the next attempt, with how many 503s of that kind the
+    interval held.
+    """
+
+    __slots__ = ("_emit", "_interval", "_lock", "_logged", "_unlogged")
+
+    def __init__(self, emit: Callable[[Event], None], interval: float) -> None:
+        self._emit = emit
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._logged: dict[str, float] = {}
+        self._unlogged: dict[str, int] = {}
+
+    def note(self, source: str, name: str, why: str, retry_in: float) -> None:
+        """A 503 answered because of ``why``; said at most once per interval per kind."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._logged.get(why, -math.inf) < self._interval:
+                self._unlogged[why] = self._unlogged.get(why, 0) + 1
+                return
+            self._logged[why] = now
+            suppressed = self._unlogged.pop(why, 0)
+        self._emit(
+            Event(
+                "keys.waiting",
+                source,
+                logging.INFO,
+                "JWKS %s: answering 503 (%s); next attempt in %.3g s",
+                (name, _WHY.get(why, why), retry_in),
+                {"wait": why, "retry_in": retry_in, "suppressed": suppressed},
+            )
+        )
+
+
+_WHY = {
+    "fetch-in-flight": "a fetch is in flight",
+    "budget": "unknown-kid fetches are paced",
+    "backoff": "backing off after a failed fetch",
+    "provider-failing": "the provider is failing",
+    "config": "a configuration error keeps keys from loading",
+    "closed": "the verifier is closed",
+}
