@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -14,7 +15,14 @@ from typing import Any
 from forge import NOW, Signer, signer, spki_pem
 from grelmicro_core import CoreError, Key, KeySet, Policy, Verifier
 
-from grelmicro.jwt import Claims, DPoPReplayError, DPoPVerifier, JWTVerifier, TokenRejectedError
+from grelmicro.jwt import (
+    Claims,
+    DPoPReplayError,
+    DPoPVerifier,
+    FetchOptions,
+    JWTVerifier,
+    TokenRejectedError,
+)
 
 # --- the core layer (grelmicro_core): an outcome is "ok" or the error kind ---
 
@@ -235,3 +243,13 @@ def documents(
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def timed(options: FetchOptions | None, clock: Callable[[], float]) -> FetchOptions:
+    """``options`` (default ones when None) whose key timing runs on ``clock``.
+
+    Key fetching runs on a monotonic clock of its own, never on the
+    verifier's ``clock=``; a test that moves time for both passes its fake
+    clock to each.
+    """
+    return dataclasses.replace(options or FetchOptions(), timer=clock)

@@ -70,6 +70,8 @@ class DocumentServer:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.answers: dict[str, Answer] = {}
         self.hits: collections.Counter[str] = collections.Counter()
+        # 304 answers to a conditional GET (an answer with an ETag header).
+        self.not_modified: collections.Counter[str] = collections.Counter()
         self.stopping = threading.Event()
         self.connections: set[socket.socket] = set()
         self.gates: list[threading.Event] = []
@@ -103,6 +105,15 @@ class DocumentServer:
                     if outer.stopping.is_set():
                         return
                 if answer.delay and outer.stopping.wait(answer.delay):
+                    return
+                etag = answer.headers.get("ETag")
+                if answer.status == 200 and etag and self.headers.get("If-None-Match") == etag:
+                    with outer._lock:
+                        outer.not_modified[path] += 1
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 try:
                     self.send_response(answer.status)

@@ -597,7 +597,7 @@ def test_lifespan_loads_network_keys_at_startup_and_stops_the_refresh_at_shutdow
             token = signer.mint({"aud": AUDIENCE, "sub": "net", "exp": NOW + 60})
             assert client.get("/me", headers=bearer(token)).json()["sub"] == "net"
         # shutdown ran aclose(): the background refresh task is gone
-        (source,) = verifier._router._sources  # type: ignore[attr-defined]
+        (source,) = verifier._key_sources()  # type: ignore[attr-defined]
         assert source._background is None
         assert source._closed
 

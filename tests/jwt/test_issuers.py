@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from forge import NOW, Signer, private_key
 from servers import DocumentServer, jwks_of
-from support import FakeClock
+from support import FakeClock, timed
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -56,7 +56,7 @@ def test_discovery_finds_the_keys_and_sets_the_issuer(server: DocumentServer) ->
         discover=server.url("/"),
         allow_insecure_loopback=True,
         audience=AUD,
-        fetch=FAST,
+        fetch=timed(FAST, FakeClock()),
         clock=FakeClock(),
     )
     assert verifier.config.issuer == (server.url("/"),)
@@ -74,7 +74,11 @@ def test_discovery_falls_back_to_rfc8414(server: DocumentServer) -> None:
     server.set("/.well-known/oauth-authorization-server/tenant", metadata(server, issuer))
     server.set(JWKS, jwks_of(key))
     verifier = JWTVerifier(
-        discover=issuer, allow_insecure_loopback=True, audience=AUD, fetch=FAST, clock=FakeClock()
+        discover=issuer,
+        allow_insecure_loopback=True,
+        audience=AUD,
+        fetch=timed(FAST, FakeClock()),
+        clock=FakeClock(),
     )
     assert verifier.verify(mint(key, issuer))["sub"] == "user-1"
     assert server.count("/tenant" + OIDC) == 1  # tried first, 404
@@ -101,7 +105,10 @@ def test_discovery_refuses_a_document_for_another_issuer(
     server.set(OIDC, body)
     server.set(JWKS, jwks_of(key))
     verifier = JWTVerifier(
-        discover=server.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+        discover=server.url("/"),
+        allow_insecure_loopback=True,
+        fetch=timed(FAST, FakeClock()),
+        clock=FakeClock(),
     )
     with pytest.raises(KeysUnavailableError, match=words):
         verifier.verify(mint(key, server.url("/")))
@@ -117,7 +124,10 @@ def test_discovery_refuses_an_insecure_jwks_uri(server: DocumentServer, jwks_uri
     body["jwks_uri"] = jwks_uri
     server.set(OIDC, body)
     verifier = JWTVerifier(
-        discover=server.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+        discover=server.url("/"),
+        allow_insecure_loopback=True,
+        fetch=timed(FAST, FakeClock()),
+        clock=FakeClock(),
     )
     with pytest.raises(KeysUnavailableError, match="jwks_uri"):
         verifier.verify(mint(private_key("RS256", seed=21), server.url("/")))
@@ -128,7 +138,10 @@ def test_discovery_document_faults_end_in_our_taxonomy(server: DocumentServer) -
     for body in ("<html>login</html>", "[]", '{"issuer": '):
         server.set(OIDC, body)
         verifier = JWTVerifier(
-            discover=server.url("/"), allow_insecure_loopback=True, fetch=FAST, clock=FakeClock()
+            discover=server.url("/"),
+            allow_insecure_loopback=True,
+            fetch=timed(FAST, FakeClock()),
+            clock=FakeClock(),
         )
         with pytest.raises(KeysUnavailableError, match="discovery"):
             verifier.verify(mint(private_key("RS256", seed=21), server.url("/")))
@@ -158,7 +171,7 @@ def two_tenants(
             ),
         ],
         audience=AUD,
-        fetch=fetch,
+        fetch=timed(fetch, clock),
         clock=clock or FakeClock(),
     )
     return verifier, key_a, key_b, iss_a, iss_b
@@ -234,7 +247,7 @@ def test_static_and_network_issuers_side_by_side(server: DocumentServer) -> None
             Issuer("https://idp/", jwks_url=server.url(JWKS), allow_insecure_loopback=True),
         ],
         audience=AUD,
-        fetch=FAST,
+        fetch=timed(FAST, FakeClock()),
         clock=FakeClock(),
     )
     assert verifier.verify(mint(local, "https://internal/"))
@@ -257,7 +270,7 @@ def test_issuers_sharing_one_jwks_url_share_one_fetch(server: DocumentServer) ->
             Issuer(t, jwks_url=server.url(JWKS), allow_insecure_loopback=True) for t in tenants
         ],
         audience=AUD,
-        fetch=FAST,
+        fetch=timed(FAST, FakeClock()),
         clock=FakeClock(),
     )
     for tenant in tenants:

@@ -24,7 +24,7 @@ import httpx
 import pytest
 from forge import NOW, Signer, hmac_key, private_key
 from servers import FAST, DocumentServer, jwks_of, make_tls
-from support import HANG_GUARD, FakeClock, eventually, eventually_async, together
+from support import HANG_GUARD, FakeClock, eventually, eventually_async, timed, together
 
 from grelmicro.jwt import (
     ConfigurationError,
@@ -51,14 +51,14 @@ def mint(key: Signer, iss: str = "https://idp.example.com/", **claims: Any) -> s
 def settle(verifier: JWTVerifier) -> None:
     """Wait for the refresh threads a verification started."""
     assert verifier._router is not None
-    for source in verifier._router._sources:
+    for source in verifier._key_sources():
         source.join()
 
 
 def only_source(verifier: JWTVerifier) -> KeySource:
     """The verifier's one key source."""
     assert verifier._router is not None
-    (source,) = verifier._router._sources
+    (source,) = verifier._key_sources()
     return source
 
 
@@ -91,7 +91,7 @@ def network_verifier(
     return JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
-        fetch=options,
+        fetch=timed(options, clock),
         clock=clock,
         **kw,
     )
@@ -185,14 +185,16 @@ def test_https_with_a_client_that_trusts_the_test_ca(k1: Signer) -> None:
             verifier = JWTVerifier(
                 jwks_url=server.url(JWKS),
                 client=client,
-                fetch=FAST,
+                fetch=timed(FAST, FakeClock()),
                 clock=FakeClock(),
                 audience=AUD,
             )
             assert verifier.verify(mint(k1))["sub"] == "user-1"
             verifier.close()
         # Our own client trusts the system store only: the test CA is refused.
-        untrusted = JWTVerifier(jwks_url=server.url(JWKS), fetch=FAST, clock=FakeClock())
+        untrusted = JWTVerifier(
+            jwks_url=server.url(JWKS), fetch=timed(FAST, FakeClock()), clock=FakeClock()
+        )
         with pytest.raises(KeysUnavailableError, match="TLS"):
             untrusted.verify(mint(k1))
         assert "TLS" in (untrusted.health().last_error or "")
@@ -429,7 +431,11 @@ def faulty_source(server: DocumentServer, fault: str) -> JWTVerifier:
     url = server.url(JWKS)
     break_source(server, fault)
     return JWTVerifier(
-        jwks_url=url, allow_insecure_loopback=True, fetch=FAST, clock=FakeClock(), audience=AUD
+        jwks_url=url,
+        allow_insecure_loopback=True,
+        fetch=timed(FAST, FakeClock()),
+        clock=FakeClock(),
+        audience=AUD,
     )
 
 
@@ -593,7 +599,10 @@ def test_too_many_keys_is_a_bad_document(server: DocumentServer) -> None:
     server.set(JWKS, jwks_of(*keys))
     options = FetchOptions(max_keys=3)
     verifier = JWTVerifier(
-        jwks_url=server.url(JWKS), allow_insecure_loopback=True, fetch=options, clock=FakeClock()
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=timed(options, FakeClock()),
+        clock=FakeClock(),
     )
     with pytest.raises(KeysUnavailableError, match="JWKS"):
         verifier.verify(mint(keys[0]))
@@ -619,7 +628,7 @@ def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1:
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
-        fetch=PATIENT,
+        fetch=timed(PATIENT, FakeClock()),
         clock=FakeClock(),
         audience=AUD,
         cache_size=0,
@@ -725,7 +734,7 @@ async def test_background_refresh_follows_max_age_and_stops_on_aclose(
     verifier = JWTVerifier(
         jwks_url=server.url(JWKS),
         allow_insecure_loopback=True,
-        fetch=options,
+        fetch=timed(options, clock),
         clock=clock,
         audience=AUD,
     )

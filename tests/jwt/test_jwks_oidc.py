@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import timed
 
 from grelmicro.jwt import (
     FetchOptions,
@@ -164,8 +165,11 @@ def test_provider_down_keeps_the_keys_then_503(provider: Provider) -> None:
         discover=provider.issuer,
         allow_insecure_loopback=True,
         audience=AUD,
-        fetch=FetchOptions(
-            connect_timeout=1, read_timeout=1, total_timeout=2, min_ttl=60, max_stale=120
+        fetch=timed(
+            FetchOptions(
+                connect_timeout=1, read_timeout=1, total_timeout=2, min_ttl=60, max_stale=120
+            ),
+            lambda: clock_now[0],
         ),
         clock=lambda: clock_now[0],
     )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from forge import NOW, Signer, b64url, certificate_builder, private_key
 from servers import DocumentServer
-from support import FakeClock
+from support import FakeClock, timed
 
 from grelmicro.jwt import (
     FetchOptions,
@@ -167,7 +167,7 @@ def test_each_provider_document_verifies_its_tokens(server: DocumentServer, prov
         allow_insecure_loopback=True,
         issuer=iss,
         audience=AUD,
-        fetch=FAST,
+        fetch=timed(FAST, FakeClock()),
         clock=FakeClock(),
     )
     for key in keys:

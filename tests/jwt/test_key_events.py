@@ -62,7 +62,7 @@ def build(server: DocumentServer, clock: FakeClock, **kw: Any) -> JWTVerifier:
 
 def source_of(verifier: JWTVerifier) -> KeySource:
     assert verifier._router is not None
-    (source,) = verifier._router._sources
+    (source,) = verifier._key_sources()
     return source
 
 

@@ -20,7 +20,7 @@ import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, Signer, hmac_key, private_key
 from servers import FAST, DocumentServer, jwks_of, serve
-from support import HANG_GUARD, FakeClock, documents, eventually, eventually_async
+from support import HANG_GUARD, FakeClock, documents, eventually, eventually_async, timed
 
 from grelmicro.jwt import (
     Claims,
@@ -31,7 +31,8 @@ from grelmicro.jwt import (
     UnknownKeyError,
 )
 from grelmicro.jwt._config import JWTConfig
-from grelmicro.jwt._issuers import network_algorithms, worth_refetch
+from grelmicro.jwt._issuers import network_algorithms
+from grelmicro.jwt._router import worth_refetch
 from grelmicro.jwt.fastapi import JWTBearer
 
 JWKS = "/jwks.json"
@@ -68,7 +69,7 @@ def verifier_over(
     return JWTVerifier(
         jwks_url=url,
         allow_insecure_loopback=True,
-        fetch=options,
+        fetch=timed(options, clock),
         clock=clock,
         audience=AUD,
         on_reject=reports,
@@ -265,14 +266,14 @@ def test_an_empty_key_list_seen_twice_withdraws_the_keys(
     clock.now += 100
     assert verifier.verify(token)["sub"] == "user-1"  # a hit; the refresh is not asked yet
     assert verifier.verify(mint(k1, jti="miss"))["sub"] == "user-1"  # due: refresh runs
-    for source in verifier._router._sources:  # type: ignore[union-attr]
+    for source in verifier._key_sources():  # type: ignore[union-attr]
         source.join()
     assert server.count(JWKS) == 2
     assert verifier.health().ready  # seen once: kept, asked again soon
     assert verifier.verify(mint(k1, jti="still"))["sub"] == "user-1"
     clock.now += 1
     verifier.verify(mint(k1, jti="due"))  # due again: the second look runs in a thread
-    for source in verifier._router._sources:  # type: ignore[union-attr]
+    for source in verifier._key_sources():  # type: ignore[union-attr]
         source.join()
     assert server.count(JWKS) == 3
     with pytest.raises(KeysUnavailableError, match="publishes no keys"):
@@ -297,7 +298,11 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     server.set("/keys-1", jwks_of(k1), headers=headers)
     clock = FakeClock()
     verifier = JWTVerifier(
-        discover=issuer, allow_insecure_loopback=True, fetch=FAST, clock=clock, audience=AUD
+        discover=issuer,
+        allow_insecure_loopback=True,
+        fetch=timed(FAST, clock),
+        clock=clock,
+        audience=AUD,
     )
     assert verifier.verify(mint(k1, iss=issuer))["sub"] == "user-1"
     # An unknown kid refetches the JWKS only, not the discovery document.
@@ -310,7 +315,7 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     server.set("/keys-2", jwks_of(k2), headers=headers)
     clock.now += 100
     verifier.verify(mint(k1, iss=issuer, jti="due"))  # due: refreshes in a thread
-    for source in verifier._router._sources:  # type: ignore[union-attr]
+    for source in verifier._key_sources():  # type: ignore[union-attr]
         source.join()
     assert (server.count(OIDC), server.count("/keys-2")) == (2, 1)
     assert verifier.verify(mint(k2, iss=issuer))["sub"] == "user-1"
@@ -318,7 +323,7 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     server.set(OIDC, {"issuer": "https://elsewhere.example/", "jwks_uri": server.url("/keys-1")})
     clock.now += 100
     verifier.verify(mint(k2, iss=issuer, jti="due-again"))
-    for source in verifier._router._sources:  # type: ignore[union-attr]
+    for source in verifier._key_sources():  # type: ignore[union-attr]
         source.join()
     assert server.count("/keys-1") == 2  # not followed
     assert "another issuer" in (verifier.health().last_error or "")
@@ -372,7 +377,10 @@ def test_a_server_dripping_headers_is_cut_at_the_total_timeout(k1: Signer) -> No
     try:
         options = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1)
         verifier = JWTVerifier(
-            jwks_url=drip.url, allow_insecure_loopback=True, fetch=options, clock=FakeClock()
+            jwks_url=drip.url,
+            allow_insecure_loopback=True,
+            fetch=timed(options, FakeClock()),
+            clock=FakeClock(),
         )
         with pytest.raises(KeysUnavailableError, match="took longer than 1 s"):
             verifier.verify(mint(k1))

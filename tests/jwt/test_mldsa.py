@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from forge import NOW, b64url, hmac_key, private_key, signing_input
 from servers import DocumentServer
-from support import FakeClock
+from support import FakeClock, timed
 
 from grelmicro.jwt import (
     AlgorithmNotAllowedError,
@@ -156,6 +156,7 @@ def test_every_key_source(alg: str, server: DocumentServer) -> None:
             jwks_url=server.url("/jwks.json"),
             allow_insecure_loopback=True,
             algorithms=[alg],
+            fetch=timed(None, FakeClock()),
             clock=FakeClock(),
         ),
     }
