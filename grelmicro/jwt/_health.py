@@ -29,8 +29,9 @@ READINESS_WAITS = frozenset({"provider-failing", "config", "closed", "backoff"})
 class KeySourceHealth:
     """The state of network keys, for readiness probes, logs and metrics.
 
-    Static keys are always ready. Times are seconds since the epoch;
-    counters count since the verifier was built.
+    Static keys are always ready. Times are seconds since the epoch, on
+    the verifier's clock (for people: every decision about fetching runs
+    on a monotonic clock); counters count since the verifier was built.
 
     Attributes:
         ready: keys are loaded and not past the staleness bound.

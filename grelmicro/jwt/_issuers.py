@@ -14,7 +14,7 @@ import difflib
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import Unpack
@@ -341,6 +341,7 @@ def build_router(
     client: object,
     fetch: FetchOptions | None,
     allow_insecure_loopback: bool,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[KeyRouter, JWTConfig]:
     """The router for network keys or several issuers, and the verifier's config."""
     if fetch is None:
@@ -363,6 +364,7 @@ def build_router(
                 clients=clients,
                 allow_insecure_loopback=insecure,
                 timer=fetch.timer or time.monotonic,
+                wall=clock,
             )
         return found
 

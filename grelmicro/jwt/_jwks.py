@@ -53,8 +53,8 @@ class KeySource:
     """Keys from one JWKS URL (or from an issuer's discovery document).
 
     ``timer`` is the monotonic clock every schedule decision runs on
-    (``time.monotonic``; tests pass a fake one). Wall-clock times appear
-    only in :meth:`health`, for people.
+    (``time.monotonic``; tests pass a fake one). ``wall`` (the verifier's
+    clock) only dates what :meth:`health` shows people.
     """
 
     def __init__(
@@ -66,6 +66,7 @@ class KeySource:
         clients: Clients,
         allow_insecure_loopback: bool,
         timer: Timer = time.monotonic,
+        wall: Timer = time.time,
     ) -> None:
         self.observers = Observers()
         self.fetcher = Fetcher(
@@ -79,6 +80,7 @@ class KeySource:
         self.options = options
         self.schedule = Schedule(options)
         self.timer = timer
+        self.wall = wall  # for people (health), never for decisions
         self.snapshot: Snapshot = EMPTY
         self._lock = threading.Lock()
         self._flight: Flight | None = None
@@ -281,7 +283,7 @@ class KeySource:
             self._fail_unlogged = 0
             self._stale_logged_at, self._stale_unlogged = -math.inf, 0
             config_fixed, self.config_error = self.config_error, None
-        self.last_success = time.time()
+        self.last_success = self.wall()
         self._watch_bound(snapshot)
         kids = {(key.fingerprint, key.kid) for key in key_set.keys}
         before = set() if held is None else {(k.fingerprint, k.kid) for k in held.keys}
@@ -355,7 +357,7 @@ class KeySource:
             self._failing = False
             held = self.snapshot.key_set
             snapshot = self._publish(None, "empty-key-list") if outcome == "withdrawn" else None
-        self.last_success = time.time()
+        self.last_success = self.wall()
         if snapshot is None or held is None:
             kept = outcome == "empty-kept"
             self._emit(
@@ -389,7 +391,7 @@ class KeySource:
             else:
                 self._fail_unlogged += 1
             held = self.snapshot.key_set
-        self.last_failure = time.time()
+        self.last_failure = self.wall()
         if new_config:
             # A configuration fault is said at ERROR once per change, not as an outage.
             self._emit(
@@ -582,8 +584,16 @@ class KeySource:
     def close(self) -> None:
         """No more fetches; join (bounded) the fetch threads running now."""
         self._closed = True
+        self.join()
+
+    def join(self) -> None:
+        """Wait (bounded) for the fetch threads this source runs now."""
         for thread in list(self._threads):
             thread.join(self.options.wait_limit())
+
+    def in_flight(self) -> Flight | None:
+        """The fetch in progress, if any."""
+        return self._flight
 
     def stop(self) -> None:
         """No more fetches, nothing installed (the exit hook; joining is the registry's)."""
@@ -609,7 +619,7 @@ class KeySource:
         now = self.timer()
         snapshot = self.snapshot
         key_set = snapshot.key_set
-        wall = time.time()
+        wall = self.wall()
         return KeySourceHealth(
             ready=snapshot.serves(now),
             last_success=self.last_success,

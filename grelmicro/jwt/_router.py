@@ -257,6 +257,8 @@ class Slot:
                     self.router.derive(source)
                 core, snapshot = self.core, self.snapshot
                 if core is None or not snapshot.serves(self.timer()):
+                    if snapshot.key_set is not None:
+                        source.check_bound()  # past the bound: withdrawn (said once)
                     wait = source.need("keys")
                     if isinstance(wait, Decision):
                         raise source.unavailable(wait, unknown_kid=False)

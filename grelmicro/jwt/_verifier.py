@@ -366,6 +366,7 @@ class JWTVerifier:
             client=client,
             fetch=fetch,
             allow_insecure_loopback=allow_insecure_loopback,
+            clock=self._clock,
         )
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
