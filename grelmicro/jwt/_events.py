@@ -39,6 +39,8 @@ class Event:
         level: the logging level the event deserves.
         message: a %-format message for people; ``args`` fill it.
         fields: stable values for machines (no token or key material).
+        exc_info: the exception of an unexpected error (a bug, never a
+            provider fault), for its traceback in the log.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Event:
     message: str
     args: tuple[object, ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
+    exc_info: BaseException | None = None
 
 
 Observer = Callable[[Event], None]
@@ -75,7 +78,15 @@ def log_event(
 
 def log_observer(event: Event) -> None:
     """The logging observer: every event becomes one record (see :func:`log_event`)."""
-    log_event(event.level, event.name, event.source, event.message, *event.args, **event.fields)
+    log_event(
+        event.level,
+        event.name,
+        event.source,
+        event.message,
+        *event.args,
+        exc_info=event.exc_info,
+        **event.fields,
+    )
 
 
 class Observers:

@@ -241,13 +241,16 @@ class KeySource:
         flight.finish(self._lock)
 
     def _unexpected(self, flight: Flight, exc: Exception) -> None:
-        self._emit(
-            "keys.internal_error",
-            logging.ERROR,
-            "JWKS %s: fetch failed unexpectedly (%s)",
-            self.name,
-            type(exc).__name__,
-            error=type(exc).__name__,
+        self.observers.emit(
+            Event(
+                "keys.internal_error",
+                self.source,
+                logging.ERROR,
+                "JWKS %s: fetch failed unexpectedly (%s)",
+                (self.name, type(exc).__name__),
+                {"error": type(exc).__name__},
+                exc_info=exc,  # a bug: its traceback goes to the log
+            )
         )
         self._outcome(flight, FetchError(f"internal error ({type(exc).__name__})"))
 
@@ -356,7 +359,11 @@ class KeySource:
             )
             self._failing = False
             held = self.snapshot.key_set
-            snapshot = self._publish(None, "empty-key-list") if outcome == "withdrawn" else None
+            # Withdrawn: a snapshot without keys, unless it says so already.
+            publish = outcome == "withdrawn" and (
+                held is not None or self.snapshot.cause != "empty-key-list"
+            )
+            snapshot = self._publish(None, "empty-key-list") if publish else None
         self.last_success = self.wall()
         if snapshot is None or held is None:
             kept = outcome == "empty-kept"
@@ -368,8 +375,8 @@ class KeySource:
                 "keys kept until it is seen again" if kept else "no keys",
                 keys=len(held) if kept and held is not None else 0,
             )
-        if snapshot is not None:
-            self._withdrawn_event(snapshot, "empty-key-list", 0 if held is None else len(held))
+        if snapshot is not None and held is not None:  # nothing to withdraw otherwise
+            self._withdrawn_event(snapshot, "empty-key-list", len(held))
 
     def _failed(self, error: FetchError) -> None:
         now = self.timer()

@@ -171,9 +171,11 @@ class Schedule:
         spent = self._kid_spent
         while spent and now - spent[0] >= window:
             spent.popleft()
-        if len(spent) >= budget:
-            return Decision(fetch=False, why="budget", at=spent[0] + window)
         paced = self._kid_last + window / budget
+        if len(spent) >= budget:
+            # Spent: the next one when the oldest leaves the window, and not
+            # before the pace allows it either.
+            return Decision(fetch=False, why="budget", at=max(spent[0] + window, paced))
         if now < paced:
             return Decision(fetch=False, why="budget", at=paced)
         return Decision(fetch=True, why="unknown-kid", at=now)

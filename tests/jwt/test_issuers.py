@@ -7,6 +7,8 @@ only when the key that verified it belongs to the issuer its ``iss`` names.
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 import pytest
@@ -88,31 +90,54 @@ def test_discovery_falls_back_to_rfc8414(server: DocumentServer) -> None:
 @pytest.mark.parametrize(
     ("document_issuer", "words"),
     [
-        ("https://evil.example.com/", "another issuer"),
-        ("{url}".rstrip("/"), "another issuer"),  # a missing slash is another issuer
-        (None, "another issuer"),
+        ("https://evil.example.com/", 'names issuer "https://evil.example.com", configured "{url}"'),
+        # a missing slash is another issuer, and the message says that is all
+        ("{url}", 'names issuer "{bare}", configured "{url}".*only a trailing slash differs'),
+        (None, 'has no issuer.*configured "{url}"'),
     ],
 )
-def test_discovery_refuses_a_document_for_another_issuer(
-    server: DocumentServer, document_issuer: str | None, words: str
+def test_discovery_refuses_a_document_for_another_issuer_as_a_configuration_error(
+    server: DocumentServer,
+    document_issuer: str | None,
+    words: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     key = private_key("RS256", kid="d1", seed=21)
+    url = server.url("/")
     body = metadata(server)
     if document_issuer is None:
         del body["issuer"]
     else:
-        body["issuer"] = document_issuer.replace("{url}", server.url("/")).rstrip("/")
+        body["issuer"] = document_issuer.replace("{url}", url).rstrip("/")
     server.set(OIDC, body)
     server.set(JWKS, jwks_of(key))
+    clock = FakeClock()
     verifier = JWTVerifier(
-        discover=server.url("/"),
+        discover=url,
         allow_insecure_loopback=True,
-        fetch=timed(FAST, FakeClock()),
+        fetch=timed(FAST, clock),
         clock=FakeClock(),
     )
-    with pytest.raises(KeysUnavailableError, match=words):
-        verifier.verify(mint(key, server.url("/")))
+    expected = re.escape(words.replace("{url}", url).replace("{bare}", url.rstrip("/")))
+    expected = expected.replace(re.escape(".*"), ".*")
+    caplog.set_level(logging.DEBUG, logger="grelmicro.jwt")
+    for _ in range(2):  # retried about every second: still one ERROR for the one fault
+        with pytest.raises(KeysUnavailableError, match=expected) as caught:
+            verifier.verify(mint(key, url))
+        assert caught.value.wait == "config"
+        clock.now += 2
     assert server.count(JWKS) == 0
+    assert server.count(OIDC) == 2
+    health = verifier.health()
+    assert not health.ready
+    assert health.config_error is not None
+    assert re.search(expected, health.config_error)
+    assert health.problem.startswith("configuration error: ")
+    events = [getattr(r, "jwt_event", None) for r in caplog.records]
+    assert events.count("keys.config_error") == 1
+    assert "keys.fetch_failed" not in events
+    [record] = [r for r in caplog.records if getattr(r, "jwt_event", None) == "keys.config_error"]
+    assert record.levelno == logging.ERROR
     verifier.close()
 
 

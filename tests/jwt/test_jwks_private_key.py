@@ -45,9 +45,14 @@ def test_a_published_private_key_is_skipped_with_a_warning_others_at_info(
         with verifier:
             assert verifier.verify(good.mint()).subject == "test-user"
 
-    skipped = [r for r in caplog.records if "skipped" in r.getMessage()]
+    skipped = {
+        r.jwt_kid: r for r in caplog.records if getattr(r, "jwt_event", None) == "keys.key_skipped"
+    }
+    assert sorted(skipped) == ["enc", "leaked"]  # one record each
     # An encryption key is routine in a provider's JWKS: skipped quietly.
-    assert [r.levelno for r in skipped] == [logging.WARNING, logging.INFO]
-    assert "'leaked'" in skipped[0].getMessage()
-    assert "private key" in skipped[0].getMessage()
+    assert skipped["leaked"].levelno == logging.WARNING
+    assert skipped["enc"].levelno == logging.INFO
+    assert "'leaked'" in skipped["leaked"].getMessage()
+    assert "private key" in skipped["leaked"].getMessage()
+    assert "private key" in skipped["leaked"].jwt_reason
     assert leaked_jwk["d"] not in caplog.text

@@ -237,8 +237,14 @@ def test_entra_common_endpoint_names_a_template_not_an_issuer(server: DocumentSe
     server.set("/common/discovery/v2.0/keys", entra_v2([key]))
     verifier = JWTVerifier(discover=common, allow_insecure_loopback=True, fetch=FAST)
     token = key.mint({"iss": common, "exp": NOW + 60})
-    with pytest.raises(KeysUnavailableError, match="another issuer"):
+    with pytest.raises(KeysUnavailableError) as caught:
         verifier.verify(token, now=NOW)
+    # A configuration fault, not an outage: the message names both values.
+    assert caught.value.wait == "config"
+    assert 'names issuer "https://login.microsoftonline.com/{tenantid}/v2.0"' in str(caught.value)
+    assert f'configured "{common}"' in str(caught.value)
+    assert verifier.health().problem.startswith("configuration error: ")
+    assert server.count("/common/discovery/v2.0/keys") == 0
     verifier.close()
     tenants = [f"https://login.microsoftonline.com/{t}/v2.0" for t in ("t-1", "t-2")]
     per_tenant = JWTVerifier(

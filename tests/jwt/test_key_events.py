@@ -12,14 +12,16 @@ import dataclasses
 import logging
 from typing import Any
 
+import httpx
 import pytest
 from forge import NOW, Signer, private_key
 from servers import FAST as SHARED_FAST
 from servers import DocumentServer, jwks_of
-from support import FakeClock
+from support import FakeClock, timed
 
 from grelmicro.jwt import JWTVerifier, KeysUnavailableError, UnknownKeyError
 from grelmicro.jwt._jwks import KeySource
+from grelmicro.jwt._snapshot import Wait
 
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
@@ -51,7 +53,7 @@ def build(server: DocumentServer, clock: FakeClock, **kw: Any) -> JWTVerifier:
     kw.setdefault("jwks_url", server.url(JWKS))
     return JWTVerifier(
         allow_insecure_loopback=True,
-        fetch=kw.pop("fetch", FAST),
+        fetch=timed(kw.pop("fetch", FAST), clock),  # key timing on the same fake clock
         clock=clock,
         audience=AUD,
         issuer=kw.pop("issuer", ISS),
@@ -68,6 +70,14 @@ def source_of(verifier: JWTVerifier) -> KeySource:
 
 def settle(verifier: JWTVerifier) -> None:
     source_of(verifier).join()
+
+
+def refresh(source: KeySource) -> None:
+    """One load or refresh, run in this thread; the schedule must allow it now."""
+    wait = source.need("keys")
+    assert isinstance(wait, Wait), wait
+    assert wait.leader
+    wait.block()
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
@@ -113,21 +123,24 @@ def test_loaded_then_refreshed_with_the_kids_that_changed(
         "jwt_kids_removed": [],
         "jwt_ttl": 100.0,
         "jwt_recovered": False,
+        "jwt_not_modified": False,
+        "jwt_generation": 1,
     }
     assert events(caplog, "keys.refreshed") == []
 
     # The same document again: one DEBUG record, nothing changed.
     clock.now += 101
-    assert source_of(verifier).refresh_blocking()
+    refresh(source_of(verifier))
     same = only(caplog, "keys.refreshed")
     assert same.levelno == logging.DEBUG
     assert (same.jwt_kids_added, same.jwt_kids_removed, same.jwt_keys) == ([], [], 1)  # type: ignore[attr-defined]
+    assert same.jwt_generation == 2  # type: ignore[attr-defined]
 
     # A rotation: k2 in, k1 out.
     caplog.clear()
     server.set(JWKS, jwks_of(k2), headers=KEPT)
     clock.now += 101
-    assert source_of(verifier).refresh_blocking()
+    refresh(source_of(verifier))
     rotated = only(caplog, "keys.refreshed")
     assert rotated.levelno == logging.INFO
     assert fields(rotated) == {
@@ -139,6 +152,8 @@ def test_loaded_then_refreshed_with_the_kids_that_changed(
         "jwt_kids_removed": ["k1"],
         "jwt_ttl": 100.0,
         "jwt_recovered": False,
+        "jwt_not_modified": False,
+        "jwt_generation": 3,
     }
     assert events(caplog, "keys.loaded") == []
     assert_clean(caplog, token)
@@ -159,7 +174,7 @@ def test_failures_are_logged_once_per_interval_with_their_cause(
     # Four failures within the log interval (100 s): one record.
     for _ in range(4):
         clock.now += 31  # past the longest backoff pause (the 30 s cooldown)
-        assert source.refresh_blocking()
+        refresh(source)
     failed = only(caplog, "keys.fetch_failed")
     assert failed.levelno == logging.WARNING
     assert failed.jwt_failures == 1  # type: ignore[attr-defined]
@@ -170,19 +185,19 @@ def test_failures_are_logged_once_per_interval_with_their_cause(
     assert failed.jwt_retry_in > 0  # type: ignore[attr-defined]
     # Past the interval: the next failure is logged, with the three left out.
     clock.now += 31
-    assert source.refresh_blocking()
+    refresh(source)
     second = events(caplog, "keys.fetch_failed")[1:]
     assert len(second) == 1
     assert (second[0].jwt_failures, second[0].jwt_suppressed) == (5, 3)  # type: ignore[attr-defined]
     # Recovery: one WARNING record saying so, and a new failure run logs at once.
     server.set(JWKS, jwks_of(k1), headers=KEPT)
     clock.now += 31
-    assert source.refresh_blocking()
+    refresh(source)
     recovered = only(caplog, "keys.refreshed")
     assert (recovered.levelno, recovered.jwt_recovered) == (logging.WARNING, True)  # type: ignore[attr-defined]
     server.set(JWKS, "oops", status=500)
     clock.now += 101
-    assert source.refresh_blocking()
+    refresh(source)
     assert len(events(caplog, "keys.fetch_failed")) == 3
     verifier.close()
 
@@ -229,6 +244,7 @@ def test_stale_uses_are_logged_at_most_once_per_interval_then_withdrawn_once(
         "jwt_cause": "max-stale",
         "jwt_keys_before": 1,
         "jwt_last_error": source_of(verifier).last_error,
+        "jwt_generation": 2,  # loaded (1), withdrawn (2)
     }
     assert_clean(caplog, token)
     verifier.close()
@@ -244,12 +260,12 @@ def test_an_empty_key_list_is_kept_once_then_withdraws(
     source = source_of(verifier)
     server.set(JWKS, {"keys": []})
     clock.now += 101
-    assert source.refresh_blocking()
+    refresh(source)
     kept = only(caplog, "keys.empty")
     assert (kept.levelno, kept.jwt_keys) == (logging.WARNING, 1)  # type: ignore[attr-defined]
     assert events(caplog, "keys.withdrawn") == []
     clock.now += 31
-    assert source.refresh_blocking()
+    refresh(source)
     withdrawn = only(caplog, "keys.withdrawn")
     assert (withdrawn.levelno, withdrawn.jwt_cause, withdrawn.jwt_keys_before) == (  # type: ignore[attr-defined]
         logging.ERROR,
@@ -258,7 +274,7 @@ def test_an_empty_key_list_is_kept_once_then_withdraws(
     )
     # Seen again with no keys held: an ERROR record, not a second withdrawal.
     clock.now += 31
-    assert source.refresh_blocking()
+    refresh(source)
     empty = events(caplog, "keys.empty")
     assert [(r.levelno, r.jwt_keys) for r in empty] == [(logging.WARNING, 1), (logging.ERROR, 0)]  # type: ignore[attr-defined]
     assert len(events(caplog, "keys.withdrawn")) == 1
@@ -276,12 +292,12 @@ def test_discovery_moving_the_jwks_uri_is_one_record(
     server.set("/b", jwks_of(k1), headers=KEPT)
     verifier = build(server, clock, jwks_url=None, discover=issuer, issuer=issuer)
     source = source_of(verifier)
-    assert source.refresh_blocking()
+    refresh(source)
     assert only(caplog, "keys.loaded").jwt_source == issuer  # type: ignore[attr-defined]
     assert events(caplog, "discovery.moved") == []
     server.set(metadata, {"issuer": issuer, "jwks_uri": server.url("/b")}, headers=KEPT)
     clock.now += 101
-    assert source.refresh_blocking()
+    refresh(source)
     moved = only(caplog, "discovery.moved")
     assert moved.levelno == logging.WARNING
     assert fields(moved) == {
@@ -300,34 +316,48 @@ def test_a_skipped_key_names_the_providers_kid_and_why(
     document = jwks_of(k1)
     document["keys"].append({"kty": "XYZ", "kid": "odd"})
     server.set(JWKS, document, headers=KEPT)
-    verifier = build(server, FakeClock())
-    assert source_of(verifier).refresh_blocking()
+    clock = FakeClock()
+    verifier = build(server, clock)
+    source = source_of(verifier)
+    refresh(source)
     skipped = only(caplog, "keys.key_skipped")
     assert (skipped.jwt_kid, skipped.jwt_source) == ("odd", server.url(JWKS))  # type: ignore[attr-defined]
     assert skipped.jwt_reason  # type: ignore[attr-defined]
     assert skipped.jwt_reason in skipped.getMessage()  # type: ignore[attr-defined]
     assert only(caplog, "keys.loaded").jwt_keys == 1  # type: ignore[attr-defined]
+    # The same document again: nothing new to say (not one record per fetch).
+    clock.now += 101
+    refresh(source)
+    assert server.count(JWKS) == 2
+    assert len(events(caplog, "keys.key_skipped")) == 1
+    # Another key skipped: said once, for that key only.
+    document["keys"].append({"kty": "XYZ", "kid": "odder"})
+    server.set(JWKS, document, headers=KEPT)
+    clock.now += 101
+    refresh(source)
+    assert [r.jwt_kid for r in events(caplog, "keys.key_skipped")] == ["odd", "odder"]  # type: ignore[attr-defined]
     verifier.close()
 
 
 def test_an_unexpected_error_is_one_record_with_its_traceback(
-    server: DocumentServer, k1: Signer, caplog: pytest.LogCaptureFixture
+    server: DocumentServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    server.set(JWKS, jwks_of(k1), headers=KEPT)
-    verifier = build(server, FakeClock())
-    source = source_of(verifier)
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise ZeroDivisionError  # a bug in the transport the app gave: not a provider fault
 
-    def broken(key_set: object) -> None:
-        raise ZeroDivisionError
-
-    source.subscribe(broken)
-    assert source.refresh_blocking()
-    error = only(caplog, "keys.internal_error")
-    assert (error.levelno, error.jwt_error) == (logging.ERROR, "ZeroDivisionError")  # type: ignore[attr-defined]
-    assert error.exc_info is not None
-    failed = only(caplog, "keys.fetch_failed")
-    assert failed.jwt_error == "internal error (ZeroDivisionError)"  # type: ignore[attr-defined]
-    verifier.close()
+    with httpx.Client(transport=httpx.MockTransport(broken)) as client:
+        verifier = build(server, FakeClock(), client=client)
+        source = source_of(verifier)
+        refresh(source)
+        error = only(caplog, "keys.internal_error")
+        assert (error.levelno, error.jwt_error) == (logging.ERROR, "ZeroDivisionError")  # type: ignore[attr-defined]
+        assert error.exc_info is not None
+        assert error.exc_info[0] is ZeroDivisionError
+        failed = only(caplog, "keys.fetch_failed")
+        assert failed.jwt_error == "internal error (ZeroDivisionError)"  # type: ignore[attr-defined]
+        assert only(caplog, "keys.fetch").jwt_result == "error"  # type: ignore[attr-defined]
+        assert source.health().failure_count == 1
+        verifier.close()
 
 
 def test_no_record_carries_a_token_or_a_kid_taken_from_one(

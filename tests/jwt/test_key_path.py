@@ -18,7 +18,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import pytest
@@ -36,8 +36,8 @@ from grelmicro.jwt import (
     KeysUnavailableError,
     TokenRejectedError,
     UnknownKeyError,
+    _lifecycle,
 )
-from grelmicro.jwt import _lifecycle
 from grelmicro.jwt._events import Event
 from grelmicro.jwt.fastapi import JWTBearer
 
@@ -187,7 +187,7 @@ def test_a_forged_kid_through_jwtbearer_is_401_after_one_fetch(
     auth.install(app)
 
     @app.get("/me")
-    async def me(claims: Claims = Depends(auth)) -> dict[str, Any]:
+    async def me(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
         return {"sub": claims.subject}
 
     forged = private_key("ES256", kid="forged", seed=9)
@@ -345,7 +345,9 @@ def test_a_token_that_fails_the_policy_unverified_spends_no_fetch(
     assert server.count(JWKS) == fetches
 
 
-def test_a_moved_jwks_uri_is_followed_at_once(server: DocumentServer, k1: Signer, k2: Signer) -> None:
+def test_a_moved_jwks_uri_is_followed_at_once(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
     """Once the old JWKS URL answered 404, 503 until the next scheduled discovery."""
     issuer = server.url("/")
     meta = {"issuer": issuer, "jwks_uri": server.url(JWKS)}

@@ -42,11 +42,18 @@ def fail(t: float, **kw: Any) -> tuple[str, float, dict[str, Any]]:
 
 
 def kid(t: float) -> tuple[str, float, dict[str, Any]]:
+    """An unknown-kid fetch started at ``t`` that brought keys (it spends the budget)."""
     return ("kid", t, {})
 
 
+def kid_failed(t: float) -> tuple[str, float, dict[str, Any]]:
+    """An unknown-kid fetch started at ``t`` that failed (paced, spends no budget)."""
+    return ("kid-failed", t, {})
+
+
 CASES = [
-    Case("nothing yet: load", [], 0, (True, "load", 0), (True, "unknown-kid", 0), serves=False),
+    # With no keys held, a token naming any kid needs a load: it is a load.
+    Case("nothing yet: load", [], 0, (True, "load", 0), (True, "load", 0), serves=False),
     Case(
         "fresh keys",
         [ok(0)],
@@ -82,23 +89,45 @@ CASES = [
         serves=False,
         stale=True,
     ),
-    # Failure backoff: 1 s, 2 s, 4 s... up to the cooldown; it gates every fetch.
+    # No keys held: a load about every second after a failure (jitter drawn
+    # by the owner; spread 0.5 here: exactly 1 s), never doubling.
     Case("first failure: 1 s", [fail(0)], 0.5, (False, "backoff", 1), (False, "backoff", 1), False),
     Case(
-        "third failure: 4 s",
-        [fail(0), fail(1), fail(3)],
-        4,
-        (False, "backoff", 7),
-        (False, "backoff", 7),
+        "no keys held: third failure still 1 s, no doubling",
+        [fail(0), fail(1), fail(2)],
+        2.5,
+        (False, "backoff", 3),
+        (False, "backoff", 3),
         serves=False,
     ),
     Case(
-        "many failures: capped at the cooldown",
-        [fail(t) for t in (0, 1, 3, 7, 15, 31, 61)],
-        62,
-        (False, "backoff", 91),
-        (False, "backoff", 91),
+        "no keys held: many failures, still 1 s (never the cooldown)",
+        [fail(t) for t in range(60)],
+        59.5,
+        (False, "backoff", 60),
+        (False, "backoff", 60),
         serves=False,
+    ),
+    # Keys held: the refresh backs off 1 s, 2 s, 4 s... up to the cooldown;
+    # unknown-kid fetches keep their own pace (a key published during an
+    # outage is fetched soon after the provider returns).
+    Case(
+        "keys held, third failure: 4 s",
+        [ok(0), fail(100), fail(101), fail(103)],
+        104,
+        (False, "backoff", 107),
+        (True, "unknown-kid", 104),
+        serves=True,
+        stale=True,
+    ),
+    Case(
+        "keys held, many failures: capped at the cooldown",
+        [ok(0), *(fail(t) for t in (100, 101, 103, 107, 115, 131, 161))],
+        162,
+        (False, "backoff", 191),
+        (True, "unknown-kid", 162),
+        serves=True,
+        stale=True,
     ),
     Case(
         "Retry-After lengthens the pause",
@@ -117,11 +146,20 @@ CASES = [
         serves=False,
     ),
     Case(
+        "Retry-After with keys held holds unknown-kid fetches back too",
+        [ok(0), fail(100, retry_after=12)],
+        105,
+        (False, "backoff", 112),
+        (False, "backoff", 112),
+        serves=True,
+        stale=True,
+    ),
+    Case(
         "a success resets the backoff",
-        [fail(0), fail(1), ok(3)],
-        4,
-        (False, "fresh", 103),
-        (True, "unknown-kid", 4),
+        [ok(0), fail(100), fail(101), ok(103)],
+        104,
+        (False, "fresh", 203),
+        (True, "unknown-kid", 104),
         serves=True,
     ),
     Case(
@@ -129,16 +167,16 @@ CASES = [
         [ok(0), fail(100)],
         100.5,
         (False, "backoff", 101),
-        (False, "backoff", 101),
+        (True, "unknown-kid", 100.5),
         serves=True,
         stale=True,
     ),
-    # Unknown-kid budget: 2 per 20 s window, spread (one per 10 s at most).
+    # Unknown-kid fetches: 2 successful ones per 20 s window, paced (one per 10 s).
     Case(
-        "budget spread: the next fetch waits window / budget",
+        "pace: the next fetch waits window / budget",
         [ok(0), kid(5)],
         8,
-        (False, "fresh", 100),
+        (False, "fresh", 105),
         (False, "budget", 15),
         serves=True,
     ),
@@ -146,7 +184,7 @@ CASES = [
         "budget spent",
         [ok(0), kid(5), kid(15)],
         17,
-        (False, "fresh", 100),
+        (False, "fresh", 115),
         (False, "budget", 25),
         serves=True,
     ),
@@ -154,8 +192,32 @@ CASES = [
         "budget back once the first start leaves the window",
         [ok(0), kid(5), kid(15)],
         25,
-        (False, "fresh", 100),
+        (False, "fresh", 115),
         (True, "unknown-kid", 25),
+        serves=True,
+    ),
+    Case(
+        "budget spent: the answer says when the pace allows the next one",
+        [ok(0), kid(5), kid(18)],
+        22,
+        (False, "fresh", 118),
+        (False, "budget", 28),
+        serves=True,
+    ),
+    Case(
+        "a failed unknown-kid fetch still paces the next one",
+        [ok(0), kid_failed(5)],
+        8,
+        (False, "fresh", 100),
+        (False, "budget", 15),
+        serves=True,
+    ),
+    Case(
+        "failed unknown-kid fetches: the pace alone, not the doubling backoff",
+        [ok(0), *(kid_failed(t) for t in (5, 15, 25, 35))],
+        45,
+        (False, "fresh", 100),
+        (True, "unknown-kid", 45),
         serves=True,
     ),
     # Empty key lists: kept once, withdrawn the second time in a row.
@@ -202,8 +264,12 @@ def play(case: Case) -> Schedule:
             schedule.failed(t, kw.get("retry_after"))
         else:
             decision = schedule.may_fetch(t, unknown_kid=True)
-            assert decision.fetch, (case.name, t, decision)
+            assert decision == Decision(fetch=True, why="unknown-kid", at=t), (case.name, t)
             schedule.started(t, decision)
+            if event == "kid":
+                schedule.succeeded(started=t, now=t, ttl=100, spread=0.0, why="unknown-kid")
+            else:
+                schedule.failed(t)
     return schedule
 
 
@@ -249,6 +315,31 @@ def test_jitter_brings_the_refresh_forward_within_its_share() -> None:
     assert schedule.stale_until == 1000 + options.max_stale
 
 
-def test_unknown_kid_interval_defaults_to_the_cooldown() -> None:
-    assert FetchOptions(cooldown=7).unknown_kid_window == 7
+def test_unknown_kid_fetches_default_to_one_a_second() -> None:
+    options = FetchOptions(cooldown=7)
+    assert (options.unknown_kid_budget, options.unknown_kid_window) == (1, 1.0)
+    assert FetchOptions(cooldown=7, unknown_kid_interval=None).unknown_kid_window == 7
     assert FetchOptions(cooldown=7, unknown_kid_interval=3).unknown_kid_window == 3
+
+
+def test_by_default_an_unknown_kid_may_be_fetched_a_second_after_the_last() -> None:
+    schedule = Schedule(FetchOptions(jitter=0.0))
+    schedule.succeeded(started=0, now=0, ttl=900, spread=0.0)
+    first = schedule.may_fetch(10, unknown_kid=True)
+    assert first == Decision(fetch=True, why="unknown-kid", at=10)
+    schedule.started(10, first)
+    schedule.succeeded(started=10, now=10.2, ttl=900, spread=0.0, why="unknown-kid")
+    assert schedule.may_fetch(10.5, unknown_kid=True) == Decision(fetch=False, why="budget", at=11)
+    assert schedule.may_fetch(11, unknown_kid=True) == Decision(
+        fetch=True, why="unknown-kid", at=11
+    )
+
+
+@pytest.mark.parametrize(("spread", "pause"), [(0.0, 0.75), (0.5, 1.0), (1.0, 1.25)])
+def test_with_no_keys_held_the_pause_after_a_failure_is_about_a_second(
+    spread: float, pause: float
+) -> None:
+    schedule = Schedule(OPTIONS)
+    for t in range(5):
+        assert schedule.failed(float(t), spread=spread) == pause
+    assert schedule.may_fetch(4 + pause) == Decision(fetch=True, why="load", at=4 + pause)
