@@ -620,7 +620,8 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         f"{c['workers']} uvicorn workers (one port each), {c['machine']}.",
         "",
         "Verdict (rules: no 503 for a held key; no 503 more than "
-        f"{c['grace']:g} s after publication while the provider is up; no worker idle "
+        f"{c['grace']:g} s after the key was published and in use, with the provider up; "
+        "no worker idle "
         f"{c['idle']:g} s; a valid token accepted; no invalid token accepted; no valid "
         "token answered 401):",
         "",
@@ -631,7 +632,7 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         summary["answers_table"],
         "",
         "503s to tokens the provider signed, by class (*late*: sent more than "
-        f"{c['grace']:g} s after the key's publication and the provider's return; "
+        f"{c['grace']:g} s after the key was published and in use and the provider up; "
         "*said by the service*: the class comes from the 503's body or the worker's "
         "log, not inferred):",
         "",
@@ -1111,6 +1112,7 @@ def main() -> int:
         events,
         {kid: pub for kid, (_, pub) in since.items() if pub is not None},
         provider.modes(t0),
+        {kid: use for kid, (use, _) in since.items() if use is not None},
     )
     conditions["worker_pids"] = workers
     summary = analyse(load.results, hits, plan, rss, health, conditions, since, facts, workers)
@@ -1124,6 +1126,14 @@ def main() -> int:
             row = judge.record_row(r, verdicts.get(i), facts, workers)
             out.write(json.dumps(row) + "\n")
     drawn = False if args.no_plot else draw(load.results, verdicts, hits, plan, duration, picture)
+    summary["facts"] = {  # what the verdicts were drawn from, besides the requests
+        "published": facts.published,
+        "used": facts.used,
+        "modes": provider.modes(t0),
+        "installs": facts.installs,
+        "failing": facts.failing,
+        "waits": facts.waits,
+    }
     (work / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     link = None
     if drawn:

@@ -107,6 +107,13 @@ def test_classify_a_table_of_records(facts, record, cls, late):
     assert verdict.stated == bool(record.said)
 
 
+def test_an_announced_key_is_late_from_its_first_use():
+    """Published at 20 s, signed with from 30 s: the grace runs from 30 s."""
+    facts = judge.facts_from([], {"k2": 20.0}, [], used={"k2": 30.0})
+    assert not judge.classify(r503(32.4, "k2"), facts).late
+    assert judge.classify(r503(32.6, "k2"), facts).late
+
+
 def test_only_503s_to_signed_tokens_are_classified(facts):
     assert judge.classify(Record(5.0, 5.1, W1, "valid", "k1", 200), facts) is None
     assert judge.classify(Record(5.0, 5.1, W1, "valid", "k1", 401), facts) is None

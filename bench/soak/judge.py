@@ -96,6 +96,8 @@ class Facts:
     """What the run tells about keys, besides the requests."""
 
     published: dict[str, float] = field(default_factory=dict)  # kid: first published at
+    #: kid: first signed with (a token naming it can arrive); absent: from publication.
+    used: dict[str, float] = field(default_factory=dict)
     #: ``(at, mode)`` changes of the provider, in order; ``up`` is the only healthy mode.
     modes: list[tuple[float, str]] = field(default_factory=lambda: [(-math.inf, "up")])
     #: worker: kid: ``[(installed, dropped)]`` (``inf``: still held at the end).
@@ -134,7 +136,7 @@ class Facts:
 @dataclass(frozen=True)
 class Verdict:
     cls: str  # a key of CLASSES
-    late: bool  # sent more than the grace after publication and the provider's return
+    late: bool  # sent more than the grace after the key was published, in use, and the provider up
     stated: bool  # the class came from the service's own words (body or log), not inferred
 
 
@@ -176,7 +178,7 @@ def classify(record: Record, facts: Facts, grace: float = GRACE) -> Verdict | No
         and published is not None
         and published <= record.t
         and up_since is not None
-        and record.t - max(published, up_since) > grace
+        and record.t - max(published, facts.used.get(record.kid, published), up_since) > grace
     )
     return Verdict(cls, late, stated)
 
@@ -188,6 +190,7 @@ def facts_from(
     events: Iterable[Mapping[str, Any]],
     published: Mapping[str, float],
     modes: Sequence[tuple[float, str]],
+    used: Mapping[str, float] | None = None,
 ) -> Facts:
     """Facts from the workers' log lines (``t``, ``worker`` and the ``jwt_*`` fields).
 
@@ -198,7 +201,11 @@ def facts_from(
     another event that carries ``jwt_wait`` (or whose event name says
     ``unavailable``) states a wait.
     """
-    facts = Facts(published=dict(published), modes=[(-math.inf, "up"), *sorted(modes)])
+    facts = Facts(
+        published=dict(published),
+        used=dict(used or {}),
+        modes=[(-math.inf, "up"), *sorted(modes)],
+    )
     held: dict[str, dict[str, float]] = defaultdict(dict)  # worker: kid: since
     failing_from: dict[str, float] = {}
     installs: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
@@ -288,7 +295,7 @@ def judge(
             Failure(
                 "late-503",
                 f"{len(late)} valid tokens were answered 503 more than {grace:g} s after their "
-                f"key was published and the provider was up ("
+                f"key was published and in use, with the provider up ("
                 + ", ".join(f"{CLASSES[c]}: {n}" for c, n in classes.most_common())
                 + f"; {first(late)})",
             )
