@@ -500,12 +500,10 @@ def analyse(
     conditions: dict[str, Any],
     since: dict[str, tuple[float | None, float | None]],
     facts: judge.Facts,
+    verdicts: dict[int, judge.Verdict],
     workers: list[str],
 ) -> dict[str, Any]:
     grace, idle, duration = conditions["grace"], conditions["idle"], conditions["duration"]
-    verdicts = {
-        i: v for i, r in enumerate(results) if (v := judge.classify(r, facts, grace)) is not None
-    }
     failures = judge.judge(results, verdicts, workers, duration, grace=grace, idle=idle)
     classes: dict[str, Counter[str]] = defaultdict(Counter)
     for i, v in verdicts.items():
@@ -1115,12 +1113,14 @@ def main() -> int:
         {kid: use for kid, (use, _) in since.items() if use is not None},
     )
     conditions["worker_pids"] = workers
-    summary = analyse(load.results, hits, plan, rss, health, conditions, since, facts, workers)
     verdicts = {
         i: v
         for i, r in enumerate(load.results)
         if (v := judge.classify(r, facts, args.grace)) is not None
     }
+    summary = analyse(
+        load.results, hits, plan, rss, health, conditions, since, facts, verdicts, workers
+    )
     with (work / "requests.jsonl").open("w", encoding="utf-8") as out:
         for i, r in enumerate(load.results):
             row = judge.record_row(r, verdicts.get(i), facts, workers)

@@ -123,7 +123,7 @@ class Provider:
         with self._lock:
             since = dict(self._since)
         return {
-            kid: tuple(None if t is None else round(t - t0, 2) for t in pair)  # type: ignore[misc]
+            kid: tuple(None if t is None else round(t - t0, 4) for t in pair)  # type: ignore[misc]
             for kid, pair in since.items()
         }
 
@@ -188,7 +188,7 @@ class Provider:
         """``(at, mode)`` for every mode set, seconds since ``t0`` (the provider starts up)."""
         with self._lock:
             changes = list(self._state.changes)
-        return [(round(t - t0, 3), mode) for t, mode in changes]
+        return [(round(t - t0, 4), mode) for t, mode in changes]
 
     def start(self) -> None:
         self._start_server()
