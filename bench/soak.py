@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -975,6 +976,36 @@ def read_events(folder: Path, t0: float) -> list[dict[str, Any]]:
     return events
 
 
+def rejudge(work: Path, grace: float, idle: float) -> int:
+    """Classes and rules again, from a finished run's files (its ``--out`` folder)."""
+    summary = json.loads((work / "summary.json").read_text())
+    c, known = summary["conditions"], summary["facts"]
+    fields = {f.name for f in dataclasses.fields(Record)}
+    with (work / "requests.jsonl").open(encoding="utf-8") as lines:
+        records = [
+            Record(**{k: v for k, v in json.loads(line).items() if k in fields}) for line in lines
+        ]
+    facts = judge.facts_from(
+        read_events(work / "events", c["t0_monotonic"]),
+        known["published"],
+        [tuple(m) for m in known["modes"]],
+        known["used"],
+    )
+    verdicts = {
+        i: v for i, r in enumerate(records) if (v := judge.classify(r, facts, grace)) is not None
+    }
+    workers = c["worker_pids"]
+    failures = judge.judge(records, verdicts, workers, c["duration"], grace=grace, idle=idle)
+    print(judge.answers_table(records), end="\n\n")
+    print(judge.class_table(records, verdicts, workers), end="\n\n")
+    print(judge.worker_table(records, workers, c["duration"]), end="\n\n")
+    for failure in failures:
+        print(failure.line())
+    if not failures:
+        print("SOAK PASS: every rule held")
+    return 1 if failures else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, help="seconds of load (default 300, --quick 60)")
@@ -1020,7 +1051,15 @@ def main() -> int:
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
     parser.add_argument("--no-plot", action="store_true", help="no picture")
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        metavar="DIR",
+        help="judge a finished run again from its files (DIR: its --out), with --grace/--idle",
+    )
     args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge, args.grace, args.idle)
     duration = args.duration or (60.0 if args.quick else 300.0)
     full = not args.quick and args.duration is None and args.schedule == "full"
     page = args.page or (PAGE if full else None)
@@ -1066,6 +1105,7 @@ def main() -> int:
             workers = service.workers()
             rss["start"] = {pid: rss_kib(int(pid)) for pid in workers}
             t0 = time.monotonic()
+            conditions["t0_monotonic"] = t0  # the workers' log lines are on this clock
             end = t0 + duration
             load = Load(
                 provider,

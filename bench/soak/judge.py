@@ -70,6 +70,11 @@ KEY_EVENTS = frozenset(
     }
 )
 
+#: A log line of another event states a wait when it carries one of these fields...
+WAIT_FIELDS = ("jwt_wait", "jwt_retry_in")
+#: ... or its event name holds one of these words.
+WAIT_EVENTS = ("unavailable", "wait", "refus")
+
 #: Defaults of the rules (``--grace``, ``--idle``).
 GRACE = 2.5
 IDLE = 10.0
@@ -198,8 +203,9 @@ def facts_from(
     ``jwt_kids_removed`` (a key replaced under its kid is in both: dropped,
     then installed), ``keys.withdrawn`` drops every key, ``keys.fetch_failed``
     opens a run of failures that the next accepted fetch closes. A line of
-    another event that carries ``jwt_wait`` (or whose event name says
-    ``unavailable``) states a wait.
+    another event that carries ``jwt_wait`` or ``jwt_retry_in`` (or whose
+    event name says ``unavailable``, ``wait`` or ``refus…``) states a wait,
+    in the words of those fields and its message.
     """
     facts = Facts(
         published=dict(published),
@@ -230,8 +236,10 @@ def facts_from(
                 facts.failing.setdefault(worker, []).append((failing_from.pop(worker), t))
         elif event == "keys.fetch_failed":
             failing_from.setdefault(worker, t)
-        elif event not in KEY_EVENTS and ("jwt_wait" in line or "unavailable" in event):
-            text = " ".join(str(line.get(k, "")) for k in ("jwt_wait", "jwt_event", "message"))
+        elif event not in KEY_EVENTS and (
+            any(name in line for name in WAIT_FIELDS) or any(w in event for w in WAIT_EVENTS)
+        ):
+            text = " ".join(str(line.get(k, "")) for k in (*WAIT_FIELDS, "jwt_event", "message"))
             facts.waits.setdefault(worker, []).append((t, text))
     for worker, mine in held.items():
         for kid in list(mine):
@@ -431,6 +439,7 @@ def record_row(
         "reason": record.reason,
         "retry_after": record.retry_after,
         "said": record.said,
+        "answered_by": record.answered_by,
         "class": verdict.cls if verdict else None,
         "late": verdict.late if verdict else None,
         "stated": verdict.stated if verdict else None,
