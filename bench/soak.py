@@ -73,8 +73,6 @@ KINDS = {
     "other-issuer": 5,
     "wrong-audience": 4,
 }
-INVALID = tuple(kind for kind in KINDS if kind != "valid")
-
 DEFINITIONS = """\
 - **valid**: signed by the provider's current signing key, unexpired, right
   `iss` and `aud`, and the key's `kid` is in the provider's key set *when the
@@ -84,12 +82,14 @@ DEFINITIONS = """\
 - **early**: signed like a valid token by a key the provider publishes only
   a few seconds later (the schedule's "signs before publishing" rotation).
   Reported apart: the verifier may answer 401 `unknown-key` once a
-  document fetched after the token arrived lacks its `kid`.
+  document fetched after the token arrived lacks its `kid`; a 503 to one is
+  classified like a valid token's (mostly "not yet published"), never late.
 - **invalid**: expired; signed by another key under the current `kid`
   (wrong-key); one signature bit flipped (bad-signature); another key under
   a `kid` never published (unknown-kid, fresh each time); the provider's own
   key but another `iss` (other-issuer) or `aud` (wrong-audience). Must never
-  be answered 200.
+  be answered 200; a 503 to one is counted apart (neither checked nor
+  accepted).
 """
 
 
