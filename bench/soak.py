@@ -1036,7 +1036,8 @@ def main() -> int:
         "--grace",
         type=float,
         default=judge.GRACE,
-        help="seconds after publication (and the provider's return) a valid token may get 503",
+        help="seconds a valid token may get 503 once its key is published and in use and the "
+        "provider up (2.5)",
     )
     parser.add_argument(
         "--idle", type=float, default=judge.IDLE, help="seconds a worker may go unanswered (10)"
@@ -1047,8 +1048,11 @@ def main() -> int:
         help="interpreter of the service (another venv: that installation's grelmicro)",
     )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=WORK, help=f"work folder ({WORK})")
+    parser.add_argument("--out", type=Path, default=WORK, help="work folder (bench/.work/soak)")
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
+    parser.add_argument(
+        "--no-page", action="store_true", help="a 300 s run leaves docs/soak.md as it is"
+    )
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
     parser.add_argument("--no-plot", action="store_true", help="no picture")
     parser.add_argument(
@@ -1062,6 +1066,7 @@ def main() -> int:
         return rejudge(args.rejudge, args.grace, args.idle)
     duration = args.duration or (60.0 if args.quick else 300.0)
     full = not args.quick and args.duration is None and args.schedule == "full"
+    full = full and not args.no_page
     page = args.page or (PAGE if full else None)
     work = args.out.resolve()
     picture = args.picture or (PICTURE if full else work / "soak.png")
