@@ -302,7 +302,8 @@ def bench_smoke(session: nox.Session) -> None:
     """Every benchmark lane checked for correctness, a few rounds, no timing asserted."""
     dev(session)
     session.run(str(PY), "bench/run.py", "--smoke")
-    session.run(str(PY), "bench/soak.py", "--duration", "10", "--no-plot")  # exit 1: a wrong accept
+    # 10 s, the smoke schedule (an announced rotation, a 5xx window): exit 1 on any broken rule.
+    session.run(str(PY), "bench/soak.py", "--duration", "10", "--schedule", "smoke", "--no-plot")
 
 
 @nox.session

@@ -1,22 +1,28 @@
 """Soak: a real service under load for minutes while its JWKS provider misbehaves.
 
-A benchmark, not a test: it measures what the code does and reports it.
 The service is ``examples/fastapi_service.py`` (``bench/soak/service.py``)
-under uvicorn with two workers, its keys from ``jwks_url=`` on 127.0.0.1.
-The provider (``bench/soak/provider.py``) is driven from here on a fixed
-schedule: announced and unannounced key rotations (some faster than the
-unknown-kid cooldown, one signing before it publishes), slow answers, 5xx,
-garbage, and an outage with the port closed. A few asyncio clients send
-valid, expired and forged tokens throughout.
+under uvicorn, one process per worker (two by default), each on its own port
+with its own verifier, its keys from ``jwks_url=`` on 127.0.0.1. The provider
+(``bench/soak/provider.py``) is driven from here on a fixed schedule:
+announced and unannounced key rotations (some faster than the unknown-kid
+cooldown, one signing before it publishes), slow answers, 5xx, garbage, and
+an outage with the port closed. Asyncio clients, each pinned to one worker,
+send valid, expired and forged tokens throughout.
+
+Every request is recorded; every 503 to a token the provider signed is
+classified (``bench/soak/judge.py``: key held, key installed while in
+flight, not yet published, provider failing, fetch in flight, budget,
+backoff) from the answer and from each worker's log of the library's
+``jwt_event`` records. The run fails on the rules of ``judge.judge``.
 
     python bench/soak.py                 # 300 s, writes docs/soak.md results + docs/img/soak.png
     python bench/soak.py --quick         # 60 s, writes bench/.work/soak/
-    python bench/soak.py --duration 10 --no-plot   # the smoke check (nox -s bench-smoke)
+    python bench/soak.py --duration 10 --schedule smoke --no-plot   # nox -s bench-smoke
 
 Needs the dev venv (``bash scripts/setup.sh``: fastapi, uvicorn, httpx,
 cryptography); the picture needs matplotlib (``bench/requirements/soak.txt``).
-Exit status: 1 when an invalid token was accepted (or, with ``--strict``, a
-valid token was answered 401), 2 when the harness itself failed.
+Exit status: 1 when a rule failed (each failed rule is printed on a line
+starting ``SOAK FAIL``), 2 when the harness itself failed.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -45,6 +52,8 @@ import httpx
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH / "soak"))
+import judge  # noqa: E402
+from judge import Record  # noqa: E402
 from provider import AUDIENCE, ISSUER, Hit, Provider  # noqa: E402
 
 WORK = BENCH / ".work" / "soak"
@@ -64,8 +73,6 @@ KINDS = {
     "other-issuer": 5,
     "wrong-audience": 4,
 }
-INVALID = tuple(kind for kind in KINDS if kind != "valid")
-
 DEFINITIONS = """\
 - **valid**: signed by the provider's current signing key, unexpired, right
   `iss` and `aud`, and the key's `kid` is in the provider's key set *when the
@@ -75,12 +82,14 @@ DEFINITIONS = """\
 - **early**: signed like a valid token by a key the provider publishes only
   a few seconds later (the schedule's "signs before publishing" rotation).
   Reported apart: the verifier may answer 401 `unknown-key` once a
-  document fetched after the token arrived lacks its `kid`.
+  document fetched after the token arrived lacks its `kid`; a 503 to one is
+  classified like a valid token's (mostly "not yet published"), never late.
 - **invalid**: expired; signed by another key under the current `kid`
   (wrong-key); one signature bit flipped (bad-signature); another key under
   a `kid` never published (unknown-kid, fresh each time); the provider's own
   key but another `iss` (other-issuer) or `aud` (wrong-audience). Must never
-  be answered 200.
+  be answered 200; a 503 to one is counted apart (neither checked nor
+  accepted).
 """
 
 
@@ -109,8 +118,30 @@ class Schedule:
     windows: list[Window] = field(default_factory=list)
 
 
-def schedule(duration: float) -> Schedule:
-    """The run's script, as shares of ``duration`` (times below are for 300 s)."""
+def schedule(duration: float, name: str = "full") -> Schedule:
+    """The run's script: ``full`` (the issue's fault schedule), ``smoke`` or ``none``.
+
+    ``full`` is written as shares of ``duration`` (times below are for 300 s).
+    ``smoke`` is for a run of about 10 s against a provider whose keys are
+    kept about a second (``--max-age 1 --min-ttl 1``, its defaults): an
+    announced rotation (published at 10%, signed at 45% of the run, so each
+    worker's refresh finds it first) and a 5xx window (60-80%) during which
+    held keys must answer 200. ``none``: no rotation, no fault.
+    """
+    if name == "none":
+        return Schedule()
+    if name == "smoke":
+        plan = Schedule()
+        plan.events.append(
+            Event(round(0.10 * duration, 2), "publish k2", lambda p: _publish(p, "k2"))
+        )
+        plan.events.append(Event(round(0.45 * duration, 2), "sign k2", lambda p: p.sign_with("k2")))
+        plan.windows.append(
+            Window(round(0.6 * duration, 2), round(0.8 * duration, 2), "5xx", "5xx")
+        )
+        return plan
+    if name != "full":
+        raise ValueError(f"unknown schedule {name!r}")
 
     def at(share: float) -> float:
         return round(share * duration, 2)
@@ -177,77 +208,100 @@ def _sign_new(provider: Provider, kid: str) -> None:
 
 
 class Service:
-    """uvicorn with two workers in its own process group; stopped for sure on exit."""
+    """One uvicorn process per worker, each on its own port and in its own process group.
+
+    A worker per port, with clients pinned to it, spreads the load evenly:
+    uvicorn's ``--workers`` share one listening socket and the kernel gave
+    one worker four fifths of the connections. Each process is what a
+    ``--workers`` child is: its own app, its own verifier, its own keys.
+    """
 
     def __init__(
-        self, provider: Provider, fetch: dict[str, float], log_path: Path, python: str
+        self,
+        jwks_url: str,
+        fetch: dict[str, float],
+        work: Path,
+        python: str,
+        count: int,
     ) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.events = work / "events"
+        self.events.mkdir(parents=True, exist_ok=True)
+        for old in self.events.glob("*.jsonl"):
+            old.unlink()
         env = {
             **os.environ,
-            "SOAK_JWKS_URL": provider.jwks_url,
+            "SOAK_JWKS_URL": jwks_url,
             "SOAK_ISSUER": ISSUER,
             "SOAK_AUDIENCE": AUDIENCE,
             "SOAK_FETCH": json.dumps(fetch),
+            "SOAK_EVENTS": str(self.events),
             "PYTHONUNBUFFERED": "1",
         }
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        # fmt: off
-        command = [
-            python, "-m", "uvicorn", "service:build", "--factory",
-            "--app-dir", str(BENCH / "soak"), "--host", "127.0.0.1", "--port", str(self.port),
-            "--workers", "2", "--no-access-log", "--log-level", "warning",
-        ]
-        # fmt: on
-        # cwd: grelmicro is imported from the interpreter's installation, never from a cwd.
-        self.process = subprocess.Popen(
-            command,
-            env=env,
-            cwd=BENCH / "soak",
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.log_paths = [work / f"service-{i}.log" for i in range(count)]
+        self._logs = [path.open("wb") for path in self.log_paths]
+        self.ports = [_free_port() for _ in range(count)]
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for port, log in zip(self.ports, self._logs, strict=True):
+            # fmt: off
+            command = [
+                python, "-m", "uvicorn", "service:build", "--factory",
+                "--app-dir", str(BENCH / "soak"), "--host", "127.0.0.1", "--port", str(port),
+                "--no-access-log", "--log-level", "warning",
+            ]
+            # fmt: on
+            # cwd: grelmicro is imported from the interpreter's installation, never a cwd.
+            self.processes.append(
+                subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=BENCH / "soak",
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
-    def workers(self) -> list[int]:
-        """The worker processes (children of the uvicorn master)."""
-        children: list[int] = []
-        for task in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
-            with contextlib.suppress(OSError):
-                children += [int(pid) for pid in task.read_text().split()]
-        workers = []
-        for pid in children:
-            with contextlib.suppress(OSError):
-                command = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"resource_tracker" not in command:  # multiprocessing's helper, not a worker
-                    workers.append(pid)
-        return sorted(workers)
+    @property
+    def urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{port}" for port in self.ports]
+
+    def workers(self) -> list[str]:
+        """The workers' pids, in the order of their ports."""
+        return [str(process.pid) for process in self.processes]
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {self.process.returncode}")
-            with contextlib.suppress(httpx.HTTPError):
-                up = httpx.get(f"{self.url}/health", timeout=1).status_code == 200
-                if up and len(self.workers()) >= 2:
-                    return
+        pending = dict(zip(self.urls, self.processes, strict=True))
+        while pending and time.monotonic() < deadline:
+            for url, process in list(pending.items()):
+                if process.poll() is not None:
+                    raise RuntimeError(f"uvicorn exited with {process.returncode}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                        del pending[url]
             time.sleep(0.2)
-        raise RuntimeError(f"the service was not up after {timeout} s")
+        if pending:
+            raise RuntimeError(f"the service was not up after {timeout} s")
 
     def stop(self) -> None:
-        """SIGTERM to the master (it stops the workers), SIGKILL to our group if it lingers."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        """SIGTERM to each worker, SIGKILL to its group if it lingers."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=15)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)  # our own session: workers left behind
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
-        self._log.close()
+                process.wait(timeout=15)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # our own session: anything left behind
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+        for log in self._logs:
+            log.close()
+
+    def tail(self, chars: int = 3000) -> str:
+        return "".join(
+            path.read_text(errors="replace")[-chars:] for path in self.log_paths if path.exists()
+        )
 
 
 def rss_kib(pid: int) -> int | None:
@@ -261,28 +315,21 @@ def rss_kib(pid: int) -> int | None:
 # -- the clients ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Result:
-    t: float  # sent, seconds since the start
-    latency: float  # seconds
-    kind: str
-    kid: str
-    status: int  # 0: no answer (timeout, connection error)
-    reason: str  # the problem body's reason, or the error
-    retry_after: str
-    worker: str
+#: Members of a problem body that every refusal has: the rest, and ``detail``, may name a wait.
+PROBLEM = frozenset({"type", "title", "status", "reason", "instance"})
 
 
 @dataclass
 class Load:
     provider: Provider
-    url: str
+    urls: list[str]  # one per worker
+    workers: list[str]  # the pid behind each url
     t0: float
     end: float
     rate: float
     concurrency: int
     seed: int
-    results: list[Result] = field(default_factory=list)
+    results: list[Record] = field(default_factory=list)
 
     async def client(self, index: int) -> None:
         rng = random.Random(self.seed * 1000 + index)
@@ -290,56 +337,65 @@ class Load:
         interval = self.concurrency / self.rate if self.rate > 0 else 0.0
         next_send = time.monotonic() + rng.random() * interval
         held: tuple[str, str, float] | None = None  # a valid token reused for up to 2 s
-        while time.monotonic() < self.end:
-            async with httpx.AsyncClient(base_url=self.url, timeout=30) as http:
-                for _ in range(200):  # a new connection now and then: both workers get load
+        pinned = index % len(self.urls)  # clients are spread evenly over the workers
+        worker = self.workers[pinned]
+        async with httpx.AsyncClient(base_url=self.urls[pinned], timeout=30) as http:
+            while time.monotonic() < self.end:
+                if interval:
+                    delay = next_send - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    next_send = max(next_send + interval, time.monotonic() - interval)
                     if time.monotonic() >= self.end:
                         break
-                    if interval:
-                        delay = next_send - time.monotonic()
-                        if delay > 0:
-                            await asyncio.sleep(delay)
-                        next_send = max(next_send + interval, time.monotonic() - interval)
-                    kind = rng.choices(kinds, weights)[0]
-                    now = time.monotonic()
-                    if kind == "valid":
-                        if held and held[1] == self.provider.signing_kid and now - held[2] < 2:
-                            token, kid = held[0], held[1]
-                        else:
-                            token, kid = self.provider.token(kind)
-                            held = (token, kid, now)
-                        # Judged after minting (a rotation may run meanwhile, in another
-                        # thread) and just before sending: keys are only added until sent.
-                        if kid not in self.provider.published():
-                            kind = "early"
+                kind = rng.choices(kinds, weights)[0]
+                now = time.monotonic()
+                if kind == "valid":
+                    if held and held[1] == self.provider.signing_kid and now - held[2] < 2:
+                        token, kid = held[0], held[1]
                     else:
                         token, kid = self.provider.token(kind)
-                    await self.send(http, kind, kid, token)
+                        held = (token, kid, now)
+                    # Judged after minting (a rotation may run meanwhile, in another
+                    # thread) and just before sending: keys are only added until sent.
+                    if kid not in self.provider.published():
+                        kind = "early"
+                else:
+                    token, kid = self.provider.token(kind)
+                await self.send(http, worker, kind, kid, token)
 
-    async def send(self, http: httpx.AsyncClient, kind: str, kid: str, token: str) -> None:
+    async def send(
+        self, http: httpx.AsyncClient, worker: str, kind: str, kid: str, token: str
+    ) -> None:
         start = time.monotonic()
+        reason = said = retry_after = answered_by = ""
         try:
             answer = await http.get("/me", headers={"Authorization": f"Bearer {token}"})
             status = answer.status_code
-            reason = ""
             if status != 200:
-                with contextlib.suppress(ValueError):
-                    reason = str(answer.json().get("reason", ""))
+                with contextlib.suppress(ValueError, AttributeError):
+                    body = answer.json()
+                    reason = str(body.get("reason", ""))
+                    if status == 503:
+                        extra = {k: v for k, v in body.items() if k not in PROBLEM}
+                        said = json.dumps(extra, sort_keys=True) if extra else ""
             retry_after = answer.headers.get("retry-after", "")
-            worker = answer.headers.get("x-soak-worker", "")
+            answered_by = answer.headers.get("x-soak-worker", "")
         except httpx.HTTPError as exc:
-            status, reason, retry_after, worker = 0, type(exc).__name__, "", ""
+            status, reason = 0, type(exc).__name__
         done = time.monotonic()
         self.results.append(
-            Result(
-                round(start - self.t0, 4),
-                done - start,
-                kind,
-                kid,
-                status,
-                reason,
-                retry_after,
-                worker,
+            Record(
+                t=round(start - self.t0, 4),
+                done=round(done - self.t0, 4),
+                worker=worker,
+                kind=kind,
+                kid=kid,
+                status=status,
+                reason=reason,
+                retry_after=retry_after,
+                said=said,
+                answered_by=answered_by,
             )
         )
 
@@ -407,27 +463,28 @@ def near(t: float, plan: Schedule) -> str:
 
 
 def rotation_rows(
-    results: list[Result], since: dict[str, tuple[float | None, float | None]]
+    results: list[Record],
+    since: dict[str, tuple[float | None, float | None]],
+    facts: judge.Facts,
+    workers: list[str],
 ) -> list[dict[str, Any]]:
-    """Per signing key: when it was first used and published, when each worker first took it."""
+    """Per signing key: when it was used and published, when each worker installed it."""
     rows = []
     for kid, (signing, published) in since.items():
         if signing is None:
             continue
-        own = [r for r in results if r.kid == kid and r.kind in ("valid", "early")]
-        first_ok: dict[str, float] = {}
-        for r in own:
-            if r.status == 200 and r.worker not in first_ok:
-                first_ok[r.worker] = r.t
-        refused = [r for r in own if r.kind == "valid" and r.status == 401]
+        own = [r for r in results if r.kid == kid and r.kind in judge.SIGNED]
+        installed = {}
+        for w in workers:
+            spans = facts.installed(w, kid)
+            installed[w] = spans[0][0] if spans else None
         rows.append(
             {
                 "kid": kid,
                 "signing": signing,
                 "published": published,
-                "first_200": dict(sorted(first_ok.items())),
-                "valid_401": len(refused),
-                "valid_401_last": max((r.t for r in refused), default=None),
+                "installed": installed,
+                "valid_401": sum(1 for r in own if r.kind == "valid" and r.status == 401),
                 "valid_503": sum(1 for r in own if r.kind == "valid" and r.status == 503),
                 "early": dict(sorted(Counter(r.status for r in own if r.kind == "early").items())),
             }
@@ -436,77 +493,71 @@ def rotation_rows(
 
 
 def analyse(
-    results: list[Result],
+    results: list[Record],
     hits: list[Hit],
     plan: Schedule,
-    rss: dict[str, dict[int, int | None]],
+    rss: dict[str, dict[str, int | None]],
     health: list[dict[str, Any]],
     conditions: dict[str, Any],
     since: dict[str, tuple[float | None, float | None]],
+    facts: judge.Facts,
+    verdicts: dict[int, judge.Verdict],
+    workers: list[str],
 ) -> dict[str, Any]:
+    grace, idle, duration = conditions["grace"], conditions["idle"], conditions["duration"]
+    failures = judge.judge(results, verdicts, workers, duration, grace=grace, idle=idle)
+    classes: dict[str, Counter[str]] = defaultdict(Counter)
+    for i, v in verdicts.items():
+        classes[v.cls][results[i].kind] += 1
+        classes[v.cls]["late"] += v.late and results[i].kind == "valid"
     by_kind: dict[str, Counter[int]] = defaultdict(Counter)
     for r in results:
         by_kind[r.kind][r.status] += 1
     valid_401 = [r for r in results if r.kind == "valid" and r.status == 401]
-    accepted = [r for r in results if r.kind in INVALID and r.status == 200]
     fetches: dict[str, Counter[str]] = defaultdict(Counter)
     for hit in hits:
         fetches[hit.worker][
             f"{hit.mode}{f' {hit.delay:g}s' if hit.delay else ''} {hit.status}"
         ] += 1
-    answered = [r.latency for r in results if r.status]
-    valid_ok = [r.latency for r in results if r.kind == "valid" and r.status == 200]
+    answered = [r.done - r.t for r in results if r.status]
+    valid_ok = [r.done - r.t for r in results if r.kind == "valid" and r.status == 200]
+    late = [results[i] for i, v in verdicts.items() if v.late]
     return {
         "conditions": conditions,
         "requests": len(results),
+        "failures": [{"rule": f.rule, "message": f.message} for f in failures],
+        "answers_table": judge.answers_table(results),
+        "class_table": judge.class_table(results, verdicts, workers),
+        "worker_table": judge.worker_table(results, workers, duration),
+        "classes": {cls: dict(c) for cls, c in classes.items()},
         "by_kind": {kind: dict(sorted(c.items())) for kind, c in sorted(by_kind.items())},
         "valid_401": len(valid_401),
-        "rotations": rotation_rows(results, since),
-        "valid_401_list": [
-            {"t": r.t, "kid": r.kid, "reason": r.reason, "worker": r.worker} for r in valid_401
-        ],
-        "valid_401_episodes": [
+        "invalid_accepted": sum(
+            1 for r in results if r.kind not in judge.SIGNED and r.status == 200
+        ),
+        "invalid_503": sum(1 for r in results if r.kind not in judge.SIGNED and r.status == 503),
+        "rotations": rotation_rows(results, since, facts, workers),
+        "late_episodes": [
             {
                 "from": first,
                 "to": last,
                 "count": count,
-                "reasons": dict(
-                    Counter(r.reason for r in valid_401 if first <= r.t <= last).most_common()
+                "kids": sorted({r.kid for r in late if first <= r.t <= last}),
+                "classes": dict(
+                    Counter(
+                        verdicts[i].cls
+                        for i, r in enumerate(results)
+                        if i in verdicts and verdicts[i].late and first <= r.t <= last
+                    ).most_common()
                 ),
-                "kids": sorted({r.kid for r in valid_401 if first <= r.t <= last}),
+                "retry_after": _span([r.retry_after for r in late if first <= r.t <= last]),
                 "where": near(first, plan),
             }
-            for kid in sorted({r.kid for r in valid_401}, key=lambda k: (len(k), k))
-            for first, last, count in episodes([r.t for r in valid_401 if r.kid == kid])
-        ],
-        "invalid_accepted": len(accepted),
-        "invalid_accepted_list": [
-            {"t": r.t, "kind": r.kind, "kid": r.kid, "worker": r.worker} for r in accepted[:50]
-        ],
-        "status_503": Counter(r.kind for r in results if r.status == 503),
-        "episodes_503": [
-            {
-                "from": first,
-                "to": last,
-                "count": count,
-                "valid": sum(
-                    1
-                    for r in results
-                    if r.status == 503 and r.kind == "valid" and first <= r.t <= last
-                ),
-                "retry_after": _span(
-                    [r.retry_after for r in results if r.status == 503 and first <= r.t <= last]
-                ),
-                "where": near(first, plan),
-            }
-            for first, last, count in episodes([r.t for r in results if r.status == 503])
+            for first, last, count in episodes([r.t for r in late])
         ],
         "no_answer": Counter(r.reason for r in results if r.status == 0),
-        "early": dict(sorted(Counter(r.status for r in results if r.kind == "early").items())),
         "fetches": {worker: dict(c) for worker, c in sorted(fetches.items())},
         "fetch_total": len(hits),
-        "fetch_times": [(h.t, h.worker, h.mode, h.status) for h in hits],
-        "per_worker_requests": dict(Counter(r.worker for r in results if r.worker)),
         "latency_ms": {
             "p50": 1000 * percentile(answered, 0.50),
             "p99": 1000 * percentile(answered, 0.99),
@@ -525,23 +576,21 @@ def table(rows: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def verdict_lines(summary: dict[str, Any]) -> list[str]:
+    if not summary["failures"]:
+        return ["SOAK PASS: every rule held"]
+    return [judge.Failure(f["rule"], f["message"]).line() for f in summary["failures"]]
+
+
 def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
     c = summary["conditions"]
     lat = summary["latency_ms"]
     rss = summary["rss_kib"]
-    statuses = Counter[int]()
-    for counts in summary["by_kind"].values():
-        statuses.update({int(k): v for k, v in counts.items()})
     rows = [
         ("requests", f"{summary['requests']:,} ({summary['requests'] / c['duration']:.0f}/s)"),
-        ("answers by status", ", ".join(f"{k}: {v:,}" for k, v in sorted(statuses.items()))),
-        ("**valid tokens answered 401** (must be 0)", f"**{summary['valid_401']}**"),
-        ("**invalid tokens accepted** (must be 0)", f"**{summary['invalid_accepted']}**"),
-        (
-            "503 answers",
-            ", ".join(f"{k}: {v:,}" for k, v in sorted(summary["status_503"].items())) or "0",
-        ),
-        ("early tokens (signed before publication)", _counts(summary["early"])),
+        ("**valid tokens answered 401** (rule)", f"**{summary['valid_401']}**"),
+        ("**invalid tokens accepted** (rule)", f"**{summary['invalid_accepted']}**"),
+        ("invalid tokens answered 503 (not checked, not accepted)", f"{summary['invalid_503']:,}"),
         ("no answer (client error)", _counts(summary["no_answer"])),
         ("JWKS requests answered", f"{summary['fetch_total']}"),
         (
@@ -549,10 +598,6 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
             "; ".join(
                 f"{w}: {sum(c_.values())} ({_counts(c_)})" for w, c_ in summary["fetches"].items()
             ),
-        ),
-        (
-            "requests per worker",
-            ", ".join(f"{w}: {n:,}" for w, n in sorted(summary["per_worker_requests"].items())),
         ),
         ("latency p50 / p99 (all answers)", f"{lat['p50']:.1f} / {lat['p99']:.1f} ms"),
         (
@@ -569,64 +614,68 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         ),
     ]
     out = [
-        f"Run of {c['date']} UTC, commit `{c['commit']}`: {c['duration']:.0f} s, "
-        f"{c['concurrency']} clients capped at {c['rate']:.0f} requests/s, "
-        f"uvicorn 2 workers, {c['machine']}.",
+        f"Run of {c['date']} UTC, commit `{c['commit']}`: {c['duration']:.0f} s, schedule "
+        f"`{c['schedule']}`, {c['concurrency']} clients capped at {c['rate']:.0f} requests/s, "
+        f"{c['workers']} uvicorn workers (one port each), {c['machine']}.",
+        "",
+        "Verdict (rules: no 503 for a held key; no 503 more than "
+        f"{c['grace']:g} s after the key was published and in use, with the provider up; "
+        "no worker idle "
+        f"{c['idle']:g} s; a valid token accepted; no invalid token accepted; no valid "
+        "token answered 401):",
+        "",
+        *[f"- `{line}`" for line in verdict_lines(summary)],
+        "",
+        "Answers:",
+        "",
+        summary["answers_table"],
+        "",
+        "503s to tokens the provider signed, by class (*late*: sent more than "
+        f"{c['grace']:g} s after the key was published and in use and the provider up; "
+        "*said by the service*: the class comes from the 503's body or the worker's "
+        "log, not inferred):",
+        "",
+        summary["class_table"],
+        "",
+        "Load per worker:",
+        "",
+        summary["worker_table"],
         "",
         table(rows),
         "",
     ]
     if picture:
         out += [f"![Soak timeline]({picture})", ""]
+    workers = c["worker_pids"]
     out += [
-        "Each signing key: when clients started signing with it and when the provider "
-        "published it, when each worker first accepted it (seconds from the start), "
-        "and what valid tokens signed with it got meanwhile:",
+        "Each signing key: when clients started signing with it, when the provider "
+        "published it and when each worker installed it (its `keys.loaded` / "
+        "`keys.refreshed` log line), seconds from the start:",
         "",
-        "| kid | signing from | published | first 200 per worker | valid → 401 (last) "
+        "| kid | signing from | published | installed per worker | valid → 401 "
         "| valid → 503 | early tokens |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in summary["rotations"]:
-        last = row["valid_401_last"]
+        installed = ", ".join(f"{w}: {_at(row['installed'].get(w))}" for w in workers)
         out.append(
             f"| {row['kid']} | {_at(row['signing'])} | {_at(row['published'])} "
-            f"| {', '.join(f'{w}: {t:.1f}' for w, t in row['first_200'].items()) or 'never'} "
-            f"| {row['valid_401']}{f' ({last:.1f})' if last is not None else ''} "
+            f"| {installed} | {row['valid_401']} "
             f"| {row['valid_503']} | {_counts(row['early']) if row['early'] else '-'} |"
         )
-    out += ["", "Valid tokens answered 401, by key and episode:", ""]
-    if summary["valid_401_episodes"]:
+    out += ["", "Late 503s (valid tokens, the rule), by episode:", ""]
+    if summary["late_episodes"]:
         out += [
-            "| valid 401 from (s) | to (s) | count | reason | kid | where |",
-            "|---|---|---|---|---|---|",
+            "| from (s) | to (s) | count | classes | kid | Retry-After | where |",
+            "|---|---|---|---|---|---|---|",
         ]
         out += [
-            f"| {e['from']:.1f} | {e['to']:.1f} | {e['count']} | {_counts(e['reasons'])} "
-            f"| {', '.join(e['kids'])} | {e['where']} |"
-            for e in summary["valid_401_episodes"]
-        ]
-    else:
-        out.append("- no valid token was answered 401.")
-    out += ["", "503 episodes (all token kinds):", ""]
-    if summary["episodes_503"]:
-        out += [
-            "| from (s) | to (s) | 503s | of which valid | Retry-After | where |",
-            "|---|---|---|---|---|---|",
-        ]
-        out += [
-            f"| {e['from']:.1f} | {e['to']:.1f} | {e['count']} | {e['valid']} "
-            f"| {e['retry_after']} | {e['where']} |"
-            for e in summary["episodes_503"]
+            f"| {e['from']:.1f} | {e['to']:.1f} | {e['count']} | {_counts(e['classes'])} "
+            f"| {', '.join(e['kids'])} | {e['retry_after']} | {e['where']} |"
+            for e in summary["late_episodes"]
         ]
     else:
         out.append("- none.")
-    if summary["invalid_accepted_list"]:
-        out += ["", "Invalid tokens accepted:", ""]
-        out += [
-            f"- {a['t']:.2f} s: {a['kind']} (kid {a['kid']}, worker {a['worker']})"
-            for a in summary["invalid_accepted_list"]
-        ]
     out += ["", "Token kinds:", "", DEFINITIONS.rstrip()]
     out += ["", "Per-worker `health()` at the end:", ""]
     for h in summary["health"]:
@@ -681,7 +730,12 @@ def _kwargs(values: dict[str, float]) -> str:
 
 
 def draw(
-    results: list[Result], hits: list[Hit], plan: Schedule, duration: float, path: Path
+    results: list[Record],
+    verdicts: dict[int, judge.Verdict],
+    hits: list[Hit],
+    plan: Schedule,
+    duration: float,
+    path: Path,
 ) -> bool:
     """The timeline as a PNG; False (and a note) when matplotlib is missing."""
     try:
@@ -703,7 +757,24 @@ def draw(
         "other": "#8e44ad",
     }
     per: dict[str, list[int]] = {name: [0] * seconds for name in series}
-    valid: dict[int, list[int]] = {code: [0] * seconds for code in (401, 503)}
+    shades_of = {
+        "held": "#d62728",
+        "installed-in-flight": "#aec7e8",
+        "unpublished": "#c5b0d5",
+        "provider-failing": "#ff9896",
+        "fetch-in-flight": "#17becf",
+        "budget": "#1f77b4",
+        "backoff": "#ff7f0e",
+    }
+    by_class: dict[str, list[int]] = {cls: [0] * seconds for cls in judge.CLASSES}
+    late = [0] * seconds
+    valid_401 = [0] * seconds
+    for i, v in verdicts.items():
+        r = results[i]
+        if r.kind == "valid":
+            second = min(max(int(r.t), 0), seconds - 1)
+            by_class[v.cls][second] += 1
+            late[second] += v.late
     for r in results:
         second = min(max(int(r.t), 0), seconds - 1)
         if r.status == 401:
@@ -713,12 +784,12 @@ def draw(
         else:
             name = "no answer" if r.status == 0 else "other"
         per[name][second] += 1
-        if r.kind == "valid" and r.status in valid:
-            valid[r.status][second] += 1
+        if r.kind == "valid" and r.status == 401:
+            valid_401[second] += 1
     fig, (top, middle, strip) = plt.subplots(
         3, 1, figsize=(12, 8), sharex=True, gridspec_kw={"height_ratios": [3, 2, 0.8]}
     )
-    for counts in (*per.values(), *valid.values()):
+    for counts in (*per.values(), *by_class.values(), late, valid_401):
         counts.append(counts[-1])  # the last second's step runs to the end of the axis
     top.stackplot(
         xs,
@@ -729,8 +800,18 @@ def draw(
     )
     top.set_ylabel("answers / s")
     top.legend(loc="lower left", ncols=6, fontsize=8, framealpha=0.9)
-    middle.step(xs, valid[401], where="post", color="#d62728", label="valid token → 401")
-    middle.step(xs, valid[503], where="post", color="#1f77b4", label="valid token → 503")
+    shown = [cls for cls in judge.CLASSES if any(by_class[cls])]
+    if shown:
+        middle.stackplot(
+            xs,
+            *(by_class[cls] for cls in shown),
+            labels=[f"503: {judge.CLASSES[cls]}" for cls in shown],
+            colors=[shades_of[cls] for cls in shown],
+            step="post",
+        )
+    middle.step(xs, late, where="post", color="#000000", linewidth=1.2, label="late 503 (rule)")
+    if any(valid_401):
+        middle.step(xs, valid_401, where="post", color="#8c564b", label="401")
     middle.set_ylabel("valid tokens\nrefused / s")
     middle.legend(loc="upper right", fontsize=8, framealpha=0.9)
     workers = sorted({h.worker for h in hits})
@@ -779,7 +860,9 @@ def draw(
             color="#34495e",
         )
     strip.set_xlim(min([0.0, *[h.t for h in hits]]) - 0.5, duration)
-    fig.suptitle("Soak timeline: answers by status, valid tokens refused, JWKS requests", y=0.995)
+    fig.suptitle(
+        "Soak timeline: answers by status, valid tokens refused by class, JWKS requests", y=0.995
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -854,12 +937,17 @@ def _quiet_cancel(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> N
 
 @contextlib.contextmanager
 def running(
-    provider: Provider, fetch: dict[str, float], log: Path, python: str
+    provider: Provider,
+    jwks_url: str,
+    fetch: dict[str, float],
+    work: Path,
+    python: str,
+    count: int,
 ) -> Iterator[Service]:
     provider.start()
     service: Service | None = None
     try:
-        service = Service(provider, fetch, log, python)
+        service = Service(jwks_url, fetch, work, python, count)
         yield service
     finally:
         if service is not None:
@@ -867,29 +955,72 @@ def running(
         provider.stop()
 
 
-def collect_health(url: str) -> list[dict[str, Any]]:
-    """Each worker's ``health()``: new connections until both answered (10 s at most)."""
-    seen: dict[int, dict[str, Any]] = {}
-    deadline = time.monotonic() + 10
-    while len(seen) < 2 and time.monotonic() < deadline:
+def collect_health(urls: list[str]) -> list[dict[str, Any]]:
+    """Each worker's ``health()`` at the end."""
+    seen = []
+    for url in urls:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-            body = httpx.get(f"{url}/soak/health", timeout=2).json()
-            seen[int(body["pid"])] = body
-    return [seen[pid] for pid in sorted(seen)]
+            seen.append(httpx.get(f"{url}/soak/health", timeout=5).json())
+    return seen
+
+
+def read_events(folder: Path, t0: float) -> list[dict[str, Any]]:
+    """The workers' log lines, times in seconds since ``t0``."""
+    events = []
+    for path in sorted(folder.glob("worker-*.jsonl")):
+        for text in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                line = json.loads(text)
+                line["t"] = round(float(line["t"]) - t0, 4)
+                events.append(line)
+    return events
+
+
+def rejudge(work: Path, grace: float, idle: float) -> int:
+    """Classes and rules again, from a finished run's files (its ``--out`` folder)."""
+    summary = json.loads((work / "summary.json").read_text())
+    c, known = summary["conditions"], summary["facts"]
+    fields = {f.name for f in dataclasses.fields(Record)}
+    with (work / "requests.jsonl").open(encoding="utf-8") as lines:
+        records = [
+            Record(**{k: v for k, v in json.loads(line).items() if k in fields}) for line in lines
+        ]
+    facts = judge.facts_from(
+        read_events(work / "events", c["t0_monotonic"]),
+        known["published"],
+        [tuple(m) for m in known["modes"]],
+        known["used"],
+    )
+    verdicts = {
+        i: v for i, r in enumerate(records) if (v := judge.classify(r, facts, grace)) is not None
+    }
+    workers = c["worker_pids"]
+    failures = judge.judge(records, verdicts, workers, c["duration"], grace=grace, idle=idle)
+    print(judge.answers_table(records), end="\n\n")
+    print(judge.class_table(records, verdicts, workers), end="\n\n")
+    print(judge.worker_table(records, workers, c["duration"]), end="\n\n")
+    for failure in failures:
+        print(failure.line())
+    if not failures:
+        print("SOAK PASS: every rule held")
+    return 1 if failures else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, help="seconds of load (default 300, --quick 60)")
     parser.add_argument("--quick", action="store_true", help="60 s; results in bench/.work/soak/")
+    parser.add_argument(
+        "--schedule",
+        choices=("full", "smoke", "none"),
+        default="full",
+        help="full: the fault schedule as shares of the run (default); smoke: for ~10 s; none",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="worker processes, a port each (2)")
     parser.add_argument("--concurrency", type=int, default=6, help="concurrent clients (6)")
     parser.add_argument("--rate", type=float, default=150, help="requests/s cap, 0: none (150)")
-    parser.add_argument(
-        "--max-age", type=int, default=60, help="provider Cache-Control max-age (60)"
-    )
-    parser.add_argument(
-        "--min-ttl", type=float, default=30, help="service FetchOptions.min_ttl (30)"
-    )
+    parser.add_argument("--max-age", type=int, help="provider Cache-Control max-age (60; smoke: 1)")
+    parser.add_argument("--min-ttl", type=float, help="service FetchOptions.min_ttl (30; smoke: 1)")
     parser.add_argument(
         "--fetch",
         type=json.loads,
@@ -897,34 +1028,70 @@ def main() -> int:
         help="more FetchOptions fields for the service, as JSON: '{\"cooldown\": 10}'",
     )
     parser.add_argument(
+        "--jwks-url",
+        help="give the service this JWKS URL instead of the provider's (a dead one: the run "
+        "must fail)",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=judge.GRACE,
+        help="seconds a valid token may get 503 once its key is published and in use and the "
+        "provider up (2.5)",
+    )
+    parser.add_argument(
+        "--idle", type=float, default=judge.IDLE, help="seconds a worker may go unanswered (10)"
+    )
+    parser.add_argument(
         "--service-python",
         default=sys.executable,
         help="interpreter of the service (another venv: that installation's grelmicro)",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=WORK, help="work folder (bench/.work/soak)")
     parser.add_argument("--page", type=Path, help="page whose results section is rewritten")
+    parser.add_argument(
+        "--no-page", action="store_true", help="a 300 s run leaves docs/soak.md as it is"
+    )
     parser.add_argument("--picture", type=Path, help="where the PNG goes")
     parser.add_argument("--no-plot", action="store_true", help="no picture")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a valid token got 401")
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        metavar="DIR",
+        help="judge a finished run again from its files (DIR: its --out), with --grace/--idle",
+    )
     args = parser.parse_args()
+    if args.rejudge:
+        return rejudge(args.rejudge, args.grace, args.idle)
     duration = args.duration or (60.0 if args.quick else 300.0)
-    full = not args.quick and args.duration is None
+    full = not args.quick and args.duration is None and args.schedule == "full"
+    full = full and not args.no_page
     page = args.page or (PAGE if full else None)
-    picture = args.picture or (PICTURE if full else WORK / "soak.png")
-    WORK.mkdir(parents=True, exist_ok=True)
+    work = args.out.resolve()
+    picture = args.picture or (PICTURE if full else work / "soak.png")
+    work.mkdir(parents=True, exist_ok=True)
+    smoke = args.schedule == "smoke"
+    max_age = args.max_age if args.max_age is not None else (1 if smoke else 60)
+    min_ttl = args.min_ttl if args.min_ttl is not None else (1.0 if smoke else 30.0)
 
-    fetch = {"min_ttl": args.min_ttl, **args.fetch}
-    plan = schedule(duration)
-    provider = Provider(max_age=args.max_age)
+    fetch = {"min_ttl": min_ttl, **args.fetch}
+    plan = schedule(duration, args.schedule)
+    provider = Provider(max_age=max_age)
     started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
     conditions = {
         "date": started,
         "commit": _commit(),
         "duration": duration,
+        "schedule": args.schedule,
+        "workers": args.workers,
         "concurrency": args.concurrency,
         "rate": args.rate,
         "fetch": fetch,
-        "max_age": args.max_age,
+        "max_age": max_age,
+        "grace": args.grace,
+        "idle": args.idle,
+        "jwks_url": args.jwks_url,
         "machine": _machine(),
         "command": shlex.join(["python", "bench/soak.py", *sys.argv[1:]]),
         # Named in the report only when the service runs another installation.
@@ -934,18 +1101,30 @@ def main() -> int:
     }
     # A SIGTERM (nox, CI) unwinds like Ctrl-C: the finally blocks stop uvicorn and the server.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    rss: dict[str, dict[int, int | None]] = {"start": {}, "end": {}}
+    rss: dict[str, dict[str, int | None]] = {"start": {}, "end": {}}
+    service: Service | None = None
     try:
-        with running(provider, fetch, WORK / "service.log", args.service_python) as service:
-            service.wait_ready(timeout=60)
+        jwks_url = args.jwks_url or provider.jwks_url
+        with running(provider, jwks_url, fetch, work, args.service_python, args.workers) as service:
+            service.wait_ready(timeout=90)
             workers = service.workers()
-            rss["start"] = {pid: rss_kib(pid) for pid in workers}
+            rss["start"] = {pid: rss_kib(int(pid)) for pid in workers}
             t0 = time.monotonic()
+            conditions["t0_monotonic"] = t0  # the workers' log lines are on this clock
             end = t0 + duration
-            load = Load(provider, service.url, t0, end, args.rate, args.concurrency, args.seed)
+            load = Load(
+                provider,
+                service.urls,
+                workers,
+                t0,
+                end,
+                args.rate,
+                args.concurrency,
+                args.seed,
+            )
             print(
-                f"soak: {duration:.0f} s against {service.url} (workers {workers}), "
-                f"JWKS at {provider.jwks_url}",
+                f"soak: {duration:.0f} s against {', '.join(service.urls)} (workers "
+                f"{', '.join(workers)}), JWKS at {jwks_url}",
                 file=sys.stderr,
             )
 
@@ -958,38 +1137,64 @@ def main() -> int:
 
             asyncio.run(both())
             provider.set_mode("up")
-            rss["end"] = {pid: rss_kib(pid) for pid in workers}
-            health = collect_health(service.url)
+            rss["end"] = {pid: rss_kib(int(pid)) for pid in workers}
+            health = collect_health(service.urls)
     except KeyboardInterrupt:
         print("soak: interrupted; service and provider stopped", file=sys.stderr)
         return 130
     except (RuntimeError, TimeoutError, OSError) as exc:
         print(f"soak: harness failure: {exc}", file=sys.stderr)
-        log = WORK / "service.log"
-        if log.exists():
-            print(log.read_text(errors="replace")[-3000:], file=sys.stderr)
+        if service is not None:
+            print(service.tail(), file=sys.stderr)
         return 2
 
     hits = provider.hits(t0)
     since = provider.rotations(t0)
-    summary = analyse(load.results, hits, plan, rss, health, conditions, since)
-    drawn = False if args.no_plot else draw(load.results, hits, plan, duration, picture)
-    (WORK / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    events = read_events(service.events, t0)
+    facts = judge.facts_from(
+        events,
+        {kid: pub for kid, (_, pub) in since.items() if pub is not None},
+        provider.modes(t0),
+        {kid: use for kid, (use, _) in since.items() if use is not None},
+    )
+    conditions["worker_pids"] = workers
+    verdicts = {
+        i: v
+        for i, r in enumerate(load.results)
+        if (v := judge.classify(r, facts, args.grace)) is not None
+    }
+    summary = analyse(
+        load.results, hits, plan, rss, health, conditions, since, facts, verdicts, workers
+    )
+    with (work / "requests.jsonl").open("w", encoding="utf-8") as out:
+        for i, r in enumerate(load.results):
+            row = judge.record_row(r, verdicts.get(i), facts, workers)
+            out.write(json.dumps(row) + "\n")
+    drawn = False if args.no_plot else draw(load.results, verdicts, hits, plan, duration, picture)
+    summary["facts"] = {  # what the verdicts were drawn from, besides the requests
+        "published": facts.published,
+        "used": facts.used,
+        "modes": provider.modes(t0),
+        "installs": facts.installs,
+        "failing": facts.failing,
+        "waits": facts.waits,
+    }
+    (work / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     link = None
     if drawn:
-        link = os.path.relpath(picture, (page or WORK / "report.md").parent)
+        link = os.path.relpath(picture, (page or work / "report.md").parent)
     text = report(summary, plan, link)
-    (WORK / "report.md").write_text(text)
+    (work / "report.md").write_text(text)
     if page is not None:
         write_page(page, text)
     print(text)
-    print(f"soak: report in {page or WORK / 'report.md'}, raw summary in {WORK / 'summary.json'}")
-    print(f"SOAK valid_401={summary['valid_401']} invalid_accepted={summary['invalid_accepted']}")
-    if summary["invalid_accepted"]:
-        return 1
-    if args.strict and summary["valid_401"]:
-        return 1
-    return 0
+    print(
+        f"soak: report in {page or work / 'report.md'}, every request in "
+        f"{work / 'requests.jsonl'}, the workers' log lines in {service.events}"
+    )
+    for line in verdict_lines(summary):
+        print(line)
+    return 1 if summary["failures"] else 0
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ class _State:
     delay: float = 0.0
     turn: int = 0
     hits: list[Hit] = field(default_factory=list)
+    changes: list[tuple[float, str]] = field(default_factory=list)  # (monotonic, mode)
 
 
 class Provider:
@@ -122,7 +123,7 @@ class Provider:
         with self._lock:
             since = dict(self._since)
         return {
-            kid: tuple(None if t is None else round(t - t0, 2) for t in pair)  # type: ignore[misc]
+            kid: tuple(None if t is None else round(t - t0, 4) for t in pair)  # type: ignore[misc]
             for kid, pair in since.items()
         }
 
@@ -171,6 +172,7 @@ class Provider:
             previous = self._state.mode
             self._state.mode = mode
             self._state.delay = delay
+            self._state.changes.append((time.monotonic(), mode))
         if mode == "down" and previous != "down":
             self._stop_server()
         elif mode != "down" and (previous == "down" or self._httpd is None):
@@ -181,6 +183,12 @@ class Provider:
         with self._lock:
             hits = list(self._state.hits)
         return [dataclasses.replace(hit, t=round(hit.t - t0, 3)) for hit in hits]
+
+    def modes(self, t0: float) -> list[tuple[float, str]]:
+        """``(at, mode)`` for every mode set, seconds since ``t0`` (the provider starts up)."""
+        with self._lock:
+            changes = list(self._state.changes)
+        return [(round(t - t0, 4), mode) for t, mode in changes]
 
     def start(self) -> None:
         self._start_server()

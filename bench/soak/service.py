@@ -1,19 +1,29 @@
 """The service under soak: ``examples/fastapi_service.py`` with keys from a JWKS URL.
 
-Run by uvicorn (``--factory service:build``, two workers) with its settings in
-the environment: ``SOAK_JWKS_URL``, ``SOAK_ISSUER``, ``SOAK_AUDIENCE`` and
-``SOAK_FETCH`` (JSON of :class:`~grelmicro.jwt.FetchOptions` fields). Each
-worker appends ``?worker=<pid>`` to the JWKS URL (the provider counts fetches
-per worker), answers with an ``X-Soak-Worker`` header, and reports its
-verifier's ``health()`` at ``/soak/health``.
+Run by uvicorn (``--factory service:build``), one process per worker, each on
+its own port, with its settings in the environment: ``SOAK_JWKS_URL``,
+``SOAK_ISSUER``, ``SOAK_AUDIENCE``, ``SOAK_FETCH`` (JSON of
+:class:`~grelmicro.jwt.FetchOptions` fields) and ``SOAK_EVENTS`` (a folder).
+Each worker appends ``?worker=<pid>`` to the JWKS URL (the provider counts
+fetches per worker), answers with an ``X-Soak-Worker`` header, reports its
+verifier's ``health()`` at ``/soak/health``, and writes the library's log
+records (the ``grelmicro.jwt`` logger, INFO and up) to
+``SOAK_EVENTS/worker-<pid>.jsonl``, one JSON object a line: ``t`` (the
+process's ``time.monotonic()`` when written: the driver's clock too),
+``worker``, ``level``, ``message`` and every ``jwt_*`` field of the record,
+as a JSON log formatter would ship them. From these the driver learns when
+the worker installed each ``kid`` (``keys.loaded``, ``keys.refreshed``),
+when its fetches failed, and any wait it names; no private attribute is read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +55,38 @@ class WorkerHeader:
         await self.app(scope, receive, send_with_header)
 
 
+class JSONLines(logging.Handler):
+    """Each record as one JSON object a line: the ``jwt_*`` fields, when, which worker."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.INFO)
+        self.file = path.open("a", encoding="utf-8", buffering=1)  # line-buffered
+        self.worker = str(os.getpid())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = {
+                "t": time.monotonic(),  # after the record was made: never before what it tells
+                "worker": self.worker,
+                "level": record.levelname,
+                "message": record.getMessage(),
+                **{k: v for k, v in vars(record).items() if k.startswith("jwt_")},
+            }
+            self.file.write(json.dumps(line, default=str) + "\n")
+        except Exception:  # a log line must never break a request
+            self.handleError(record)
+
+
+def log_events(folder: str | None) -> None:
+    if not folder:
+        return
+    logger = logging.getLogger("grelmicro.jwt")
+    logger.addHandler(JSONLines(Path(folder) / f"worker-{os.getpid()}.jsonl"))
+    logger.setLevel(logging.INFO)
+
+
 def build() -> FastAPI:
+    log_events(os.environ.get("SOAK_EVENTS"))
     verifier = JWTVerifier(
         jwks_url=f"{os.environ['SOAK_JWKS_URL']}?worker={os.getpid()}",
         allow_insecure_loopback=True,
