@@ -60,9 +60,11 @@ class FetchOptions:
         default_ttl: when the answer carries no ``max-age``.
         max_stale: how long past their expiry the last good keys still serve
             while the provider fails; then :class:`KeysUnavailableError`.
-        cooldown: the longest pause after failed fetches: at start-up or
-            during an outage the next attempt waits 1 s, then 2 s, 4 s...
-            up to this (a provider's ``Retry-After`` counts, within it).
+        cooldown: the longest pause after failed refreshes while keys are
+            held: the next attempt waits 1 s, then 2 s, 4 s... up to this (a
+            provider's ``Retry-After`` counts, within it). With no keys held
+            (start-up, after a withdrawal) loads are retried about every
+            second instead: nothing is served meanwhile.
         jitter: share of the TTL by which a refresh comes early, at random,
             so a fleet does not refetch in lockstep.
         log_interval: a failing source logs at most once per this many seconds.

@@ -465,7 +465,8 @@ class KeySource:
     def _watch_bound(self, snapshot: Snapshot) -> None:
         """Withdraw at the bound even if only cache hits come (the watcher, or the task)."""
         if self._background is None or self._background.done():
-            _lifecycle.BOUNDS.call_at(snapshot.stale_until, self)
+            # The watcher sleeps on time.monotonic(); the bound is on this source's timer.
+            _lifecycle.BOUNDS.call_at(time.monotonic() + snapshot.stale_until - self.timer(), self)
 
     def note_stale_use(self, now: float) -> None:
         """A verification served by keys past their expiry: counted, logged once per interval."""
@@ -619,7 +620,7 @@ class KeySource:
         self._background = None
         self.waiting = Waiting(self.observers.emit, self.options.log_interval)
         if self.snapshot.key_set is not None:
-            _lifecycle.BOUNDS.call_at(self.snapshot.stale_until, self)
+            self._watch_bound(self.snapshot)
 
     def health(self) -> KeySourceHealth:
         """The state of this source now (what serves: the snapshot)."""

@@ -655,7 +655,9 @@ class JWTVerifier:
     def health(self) -> KeySourceHealth:
         """Whether keys are loaded and fresh enough, with counters (static keys: ready)."""
         if self._router is None:  # static keys: nothing to fetch, no counters
-            return KeySourceHealth(ready=True, skipped_keys=self._skipped)
+            return KeySourceHealth(
+                ready=True, key_count=len(self._keys), skipped_keys=self._skipped
+            )
         return self._router.health()
 
     @property

@@ -78,6 +78,11 @@ class _Source(Protocol):
         """Where to add an observer."""
         ...
 
+    @property
+    def wall(self) -> Callable[[], float]:
+        """The clock that dates its health (the verifier's)."""
+        ...
+
     def health(self) -> Any:
         """The source's health."""
         ...
@@ -464,7 +469,8 @@ class Reporter:
             if field == "age":
                 if health.last_success is None:
                     continue
-                value: float = max(time.time() - health.last_success, 0.0)
+                # last_success is dated by the source's wall clock: so is "now".
+                value: float = max(source.wall() - health.last_success, 0.0)
             else:
                 value = int(getattr(health, field))
             yield value, {"source": name}

@@ -90,7 +90,10 @@ def test_discovery_falls_back_to_rfc8414(server: DocumentServer) -> None:
 @pytest.mark.parametrize(
     ("document_issuer", "words"),
     [
-        ("https://evil.example.com/", 'names issuer "https://evil.example.com", configured "{url}"'),
+        (
+            "https://evil.example.com/",
+            'names issuer "https://evil.example.com", configured "{url}"',
+        ),
         # a missing slash is another issuer, and the message says that is all
         ("{url}", 'names issuer "{bare}", configured "{url}".*only a trailing slash differs'),
         (None, 'has no issuer.*configured "{url}"'),

@@ -46,7 +46,9 @@ def test_a_published_private_key_is_skipped_with_a_warning_others_at_info(
             assert verifier.verify(good.mint()).subject == "test-user"
 
     skipped = {
-        r.jwt_kid: r for r in caplog.records if getattr(r, "jwt_event", None) == "keys.key_skipped"
+        r.jwt_kid: r  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "jwt_event", None) == "keys.key_skipped"
     }
     assert sorted(skipped) == ["enc", "leaked"]  # one record each
     # An encryption key is routine in a provider's JWKS: skipped quietly.
@@ -54,5 +56,5 @@ def test_a_published_private_key_is_skipped_with_a_warning_others_at_info(
     assert skipped["enc"].levelno == logging.INFO
     assert "'leaked'" in skipped["leaked"].getMessage()
     assert "private key" in skipped["leaked"].getMessage()
-    assert "private key" in skipped["leaked"].jwt_reason
+    assert "private key" in skipped["leaked"].jwt_reason  # type: ignore[attr-defined]
     assert leaked_jwk["d"] not in caplog.text

@@ -349,6 +349,7 @@ def test_a_key_fetch_is_a_span_a_duration_and_a_count_and_the_keys_are_gauged(
     assert metrics["grelmicro.jwt.keys.ready"] == ("1", [({"source": url}, 1)])
     assert metrics["grelmicro.jwt.keys.count"] == ("{key}", [({"source": url}, 1)])
     assert metrics["grelmicro.jwt.keys.stale_uses"] == ("{verification}", [({"source": url}, 0)])
+    # Dated on the verifier's clock (NOW here), like health().last_success.
     assert metrics["grelmicro.jwt.keys.age"] == ("s", [({"source": url}, 0)])
     assert (
         value_of(
@@ -387,9 +388,14 @@ def test_a_failed_fetch_is_an_error_span_a_failure_count_and_not_ready(sink):
     )
 
 
-def test_discovery_is_inside_the_fetch_span_and_httpx_spans_nest_under_it(
+def test_discovery_is_inside_the_fetch_span_and_httpx_spans_fall_within_it(
     server: DocumentServer, sink: Sinks
 ):
+    """The fetch span is recorded from the ``keys.fetch`` event, after the fact.
+
+    No method is patched, so the HTTP client's spans do not nest under it;
+    they fall within its real start and end times.
+    """
     instrumentation = pytest.importorskip("opentelemetry.instrumentation.httpx")
     signer = private_key("RS256", kid="r1", seed=62)
     issuer = server.url("/")
@@ -422,10 +428,14 @@ def test_discovery_is_inside_the_fetch_span_and_httpx_spans_nest_under_it(
     requests = [s for s in spans if s is not fetch]
     assert len(requests) == 2  # the discovery document, then the JWKS
     assert fetch.context is not None
-    assert all(s.parent is not None and s.parent.span_id == fetch.context.span_id for s in requests)
-    assert all(
-        s.context is not None and s.context.trace_id == fetch.context.trace_id for s in requests
-    )
+    assert fetch.parent is None  # verify() ran outside any span
+    assert all(s.parent is None or s.parent.span_id != fetch.context.span_id for s in requests)
+    assert fetch.start_time is not None
+    assert fetch.end_time is not None
+    for request in sorted(requests, key=lambda s: s.start_time or 0):
+        assert request.start_time is not None
+        assert request.end_time is not None
+        assert fetch.start_time <= request.start_time <= request.end_time <= fetch.end_time
     assert (
         value_of(
             sink,
@@ -627,7 +637,9 @@ def test_no_attribute_carries_token_bytes_claim_values_or_kids(server: DocumentS
         with tracer.start_as_current_span("request"):
             for token in tokens:
                 for _ in range(2):
-                    with contextlib.suppress(TokenRejectedError):
+                    # The stranger's second try comes within the unknown-kid
+                    # pace: 503 key-pending (its reason is an attribute too).
+                    with contextlib.suppress(TokenRejectedError, KeysUnavailableError):
                         verifier.verify(token)
     finally:
         verifier.close()
