@@ -16,9 +16,10 @@ observers, and whoever derives from the keys reads the snapshot.
 When to fetch is not decided here: the pure
 :class:`~grelmicro.jwt._schedule.Schedule` answers that, on the monotonic
 clock. This module does single flight (:meth:`KeySource.need`), the fetch
-(:class:`~grelmicro.jwt._fetch.Fetcher`) and what its outcome changes,
-the background refresh, and the source's part of the lifecycle
-(:mod:`grelmicro.jwt._lifecycle`). Health is in :mod:`grelmicro.jwt._health`.
+(:class:`~grelmicro.jwt._fetch.Fetcher`), the background refresh and the
+source's part of the lifecycle (:mod:`grelmicro.jwt._lifecycle`); what an
+outcome changes (and what a 503 says) is :mod:`grelmicro.jwt._keystate`'s,
+health :mod:`grelmicro.jwt._health`'s.
 """
 
 from __future__ import annotations
@@ -27,19 +28,18 @@ import asyncio
 import contextlib
 import logging
 import math
-import random
 import threading
 import time
 from collections.abc import Callable
 
-from grelmicro.jwt import _core, _lifecycle
-from grelmicro.jwt._events import Event, Observers
-from grelmicro.jwt._fetch import Fetched, Fetcher, NoClientError
+from grelmicro.jwt import _lifecycle
+from grelmicro.jwt._events import Event
+from grelmicro.jwt._fetch import Fetched, Fetcher
 from grelmicro.jwt._health import KeySourceHealth, Waiting
-from grelmicro.jwt._http import Clients, ConfigFaultError, FetchError, FetchOptions, ttl_of
-from grelmicro.jwt._schedule import FIRST_RETRY, Decision, Schedule
-from grelmicro.jwt._snapshot import EMPTY, Flight, Snapshot, Wait
-from grelmicro.jwt.errors import KeyPendingError, KeysUnavailableError
+from grelmicro.jwt._http import Clients, FetchError, FetchOptions
+from grelmicro.jwt._keystate import KeyState
+from grelmicro.jwt._schedule import Decision
+from grelmicro.jwt._snapshot import Flight, Snapshot, Wait
 
 __all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
 
@@ -49,7 +49,7 @@ Timer = Callable[[], float]
 CHANGES = frozenset({"keys.loaded", "keys.refreshed", "keys.withdrawn"})
 
 
-class KeySource:
+class KeySource(KeyState):
     """Keys from one JWKS URL (or from an issuer's discovery document).
 
     ``timer`` is the monotonic clock every schedule decision runs on
@@ -68,7 +68,7 @@ class KeySource:
         timer: Timer = time.monotonic,
         wall: Timer = time.time,
     ) -> None:
-        self.observers = Observers()
+        super().__init__(options, timer=timer, wall=wall)
         self.fetcher = Fetcher(
             jwks_url=jwks_url,
             discover=discover,
@@ -77,30 +77,10 @@ class KeySource:
             allow_insecure_loopback=allow_insecure_loopback,
             emit=self.observers.emit,
         )
-        self.options = options
-        self.schedule = Schedule(options)
-        self.timer = timer
-        self.wall = wall  # for people (health), never for decisions
-        self.snapshot: Snapshot = EMPTY
-        self._lock = threading.Lock()
         self._flight: Flight | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
-        self._closed = False
-        self.waiting = Waiting(self.observers.emit, options.log_interval)
-        # Health and logging (wall-clock times are for people only).
-        self._failing = False
-        self._fail_logged_at = -math.inf
-        self._fail_unlogged = 0
-        self._stale_logged_at = -math.inf
-        self._stale_unlogged = 0
-        self.failure_count = 0
-        self.stale_uses = 0
-        self.last_success: float | None = None
-        self.last_failure: float | None = None
-        self.last_error: str | None = None
-        self.config_error: str | None = None
         _lifecycle.register(self)
 
     @property
@@ -137,9 +117,6 @@ class KeySource:
     def refresh_at(self) -> float:
         """When keys are next due, on the monotonic clock (read past a cache miss)."""
         return self.schedule.refresh_at
-
-    def _emit(self, name: str, level: int, message: str, *args: object, **fields: object) -> None:
-        self.observers.emit(Event(name, self.source, level, message, args, fields))
 
     # -- single flight -----------------------------------------------------------
 
@@ -254,293 +231,11 @@ class KeySource:
         )
         self._outcome(flight, FetchError(f"internal error ({type(exc).__name__})"))
 
-    # -- what a fetch's outcome changes -----------------------------------------------
-
-    def _outcome(self, flight: Flight, fetched: Fetched | FetchError) -> None:
-        if _lifecycle.closing() or self._closed:
-            return  # the interpreter or the verifier is closing: install nothing
-        if isinstance(fetched, NoClientError):
-            return  # not the provider's failure: no backoff, no event
-        self._fetch_event(flight, fetched)
-        if isinstance(fetched, FetchError):
-            self._failed(fetched)
-            return
-        now = self.timer()
-        ttl = ttl_of(fetched.headers, self.options, time.time())
-        spread = random.random()  # noqa: S311 - spread, not secrecy
-        if fetched.key_set is None:
-            self._empty(flight, now, ttl, spread)
-            return
-        key_set = fetched.key_set
-        with self._lock:
-            held = self.snapshot.key_set
-            self.schedule.succeeded(
-                started=flight.started,
-                now=now,
-                ttl=ttl,
-                spread=spread,
-                why=flight.why,  # type: ignore[arg-type]
-            )
-            snapshot = self._publish(key_set, None)
-            recovered, self._failing = self._failing, False
-            self._fail_unlogged = 0
-            self._stale_logged_at, self._stale_unlogged = -math.inf, 0
-            config_fixed, self.config_error = self.config_error, None
-        self.last_success = self.wall()
-        self._watch_bound(snapshot)
-        kids = {(key.fingerprint, key.kid) for key in key_set.keys}
-        before = set() if held is None else {(k.fingerprint, k.kid) for k in held.keys}
-        changed = kids != before
-        level = logging.DEBUG
-        if recovered or config_fixed:
-            level = logging.WARNING
-        elif changed:
-            level = logging.INFO
-        self._emit(
-            "keys.loaded" if held is None else "keys.refreshed",
-            level,
-            "JWKS %s: %d keys (%d new, %d withdrawn), kept for %.0f s%s",
-            self.name,
-            len(kids),
-            len(kids - before),
-            len(before - kids),
-            ttl,
-            "; fetched again after failures" if recovered else "",
-            keys=len(key_set),
-            keys_before=len(before),
-            kids_added=_kids(kids - before),
-            kids_removed=_kids(before - kids),
-            ttl=ttl,
-            recovered=recovered,
-            not_modified=fetched.not_modified,
-            generation=snapshot.generation,
-        )
-
-    def _fetch_event(self, flight: Flight, fetched: Fetched | FetchError) -> None:
-        """One event per fetch (DEBUG): its result and duration, for metrics and traces."""
-        if isinstance(fetched, FetchError):
-            result = "error" if str(fetched).startswith("internal error") else "failure"
-        else:
-            result = "not-modified" if fetched.not_modified else "success"
-        self._emit(
-            "keys.fetch",
-            logging.DEBUG,
-            "JWKS %s: fetch (%s) ended: %s",
-            self.name,
-            flight.why,
-            result,
-            result=result,
-            why=flight.why,
-            duration=max(self.timer() - flight.started, 0.0),
-            started_ns=flight.started_ns,
-            discovery=self.discover is not None,
-            error=str(fetched) if isinstance(fetched, FetchError) else None,
-        )
-
-    def _publish(self, key_set: _core.KeySet | None, cause: str | None) -> Snapshot:
-        """The next snapshot, from the schedule's times (call holding the lock)."""
-        schedule = self.schedule
-        snapshot = Snapshot(
-            self.snapshot.generation + 1,
-            key_set,
-            schedule.fetched_at if key_set is not None else -math.inf,
-            schedule.expires_at,
-            schedule.stale_until,
-            cause,
-        )
-        self.snapshot = snapshot
-        return snapshot
-
-    def _empty(self, flight: Flight, now: float, ttl: float, spread: float) -> None:
-        """A well-formed empty key list: withdraws the keys when seen twice in a row."""
-        with self._lock:
-            outcome = self.schedule.succeeded(
-                started=flight.started, now=now, ttl=ttl, spread=spread, empty=True
-            )
-            self._failing = False
-            held = self.snapshot.key_set
-            # Withdrawn: a snapshot without keys, unless it says so already.
-            publish = outcome == "withdrawn" and (
-                held is not None or self.snapshot.cause != "empty-key-list"
-            )
-            snapshot = self._publish(None, "empty-key-list") if publish else None
-        self.last_success = self.wall()
-        if snapshot is None or held is None:
-            kept = outcome == "empty-kept"
-            self._emit(
-                "keys.empty",
-                logging.WARNING if kept else logging.ERROR,
-                "JWKS %s: the provider publishes an empty key list; %s",
-                self.name,
-                "keys kept until it is seen again" if kept else "no keys",
-                keys=len(held) if kept and held is not None else 0,
-            )
-        if snapshot is not None and held is not None:  # nothing to withdraw otherwise
-            self._withdrawn_event(snapshot, "empty-key-list", len(held))
-
-    def _failed(self, error: FetchError) -> None:
-        now = self.timer()
-        reason = str(error)
-        config = isinstance(error, ConfigFaultError)
-        with self._lock:
-            self.failure_count += 1
-            self.last_error = reason
-            pause = self.schedule.failed(now, error.retry_after, spread=random.random())  # noqa: S311
-            first = not self._failing
-            self._failing = True
-            new_config = config and reason != self.config_error
-            if config:
-                self.config_error = reason
-            due = now - self._fail_logged_at >= self.options.log_interval
-            if first or due:
-                self._fail_logged_at = now
-                unlogged, self._fail_unlogged = self._fail_unlogged, 0
-            else:
-                self._fail_unlogged += 1
-            held = self.snapshot.key_set
-        self.last_failure = self.wall()
-        if new_config:
-            # A configuration fault is said at ERROR once per change, not as an outage.
-            self._emit(
-                "keys.config_error",
-                logging.ERROR,
-                "JWKS %s: %s; fix the configuration (retrying every %.3g s meanwhile)",
-                self.name,
-                reason,
-                pause,
-                error=reason,
-                retry_in=pause,
-            )
-            return
-        if config or not (first or due):
-            return
-        self._emit(
-            "keys.fetch_failed",
-            logging.WARNING,
-            "JWKS %s: fetch failed (%s); %s; next attempt in %.3g s (%d failures so far)",
-            self.name,
-            reason,
-            "no keys held" if held is None else "keeping the last good keys",
-            pause,
-            self.failure_count,
-            error=reason,
-            failures=self.failure_count,
-            retry_in=pause,
-            keys=0 if held is None else len(held),
-            suppressed=unlogged,
-        )
-
-    # -- the staleness bound ----------------------------------------------------------
-
-    def check_bound(self) -> None:
-        """Past the bound, withdraw the last good keys (a new snapshot without keys).
-
-        Decided and published under the lock: a refresh that installed keys
-        meanwhile makes this a no-op, never the other way round.
-        """
-        now = self.timer()
-        with self._lock:
-            held = self.snapshot
-            if held.key_set is None or now < held.stale_until:
-                return
-            self.schedule.withdrawn()
-            snapshot = self._publish(None, "max-stale")
-        self._withdrawn_event(snapshot, "max-stale", len(held.key_set))
-
-    def _withdrawn_event(self, snapshot: Snapshot, cause: str, keys_before: int) -> None:
-        self._emit(
-            "keys.withdrawn",
-            logging.ERROR,
-            "JWKS %s: %s; verification answers 503",
-            self.name,
-            "keys past their staleness bound"
-            if cause == "max-stale"
-            else "empty key list seen again; keys withdrawn",
-            cause=cause,
-            keys_before=keys_before,
-            last_error=self.last_error,
-            generation=snapshot.generation,
-        )
-
     def _watch_bound(self, snapshot: Snapshot) -> None:
         """Withdraw at the bound even if only cache hits come (the watcher, or the task)."""
         if self._background is None or self._background.done():
             # The watcher sleeps on time.monotonic(); the bound is on this source's timer.
             _lifecycle.BOUNDS.call_at(time.monotonic() + snapshot.stale_until - self.timer(), self)
-
-    def note_stale_use(self, now: float) -> None:
-        """A verification served by keys past their expiry: counted, logged once per interval."""
-        snapshot = self.snapshot
-        with self._lock:
-            self.stale_uses += 1
-            if now - self._stale_logged_at < self.options.log_interval:
-                self._stale_unlogged += 1
-                return
-            self._stale_logged_at = now
-            unlogged, self._stale_unlogged = self._stale_unlogged, 0
-        self._emit(
-            "keys.stale_use",
-            logging.WARNING,
-            "JWKS %s: serving keys %.0f s past their expiry (withdrawn in %.0f s)",
-            self.name,
-            now - snapshot.expires_at,
-            snapshot.stale_until - now,
-            stale_for=now - snapshot.expires_at,
-            withdrawn_in=snapshot.stale_until - now,
-            stale_uses=self.stale_uses,
-            suppressed=unlogged,
-        )
-
-    # -- 503s -------------------------------------------------------------------------
-
-    def unavailable(  # noqa: PLR0912 - one branch per wait and per detail
-        self, decision: Decision | None, *, unknown_kid: bool
-    ) -> KeysUnavailableError:
-        """The 503 for a token that cannot be answered now, saying why and when to retry.
-
-        ``decision`` is the schedule's refusal (None: a fetch ran and did not
-        answer in time). A token naming a kid the keys lack, while keys are
-        held and the provider is not failing, gets :class:`KeyPendingError`
-        (``key-pending``): junk traffic, not an outage.
-        """
-        now = self.timer()
-        snapshot = self.snapshot
-        wait = FIRST_RETRY if decision is None else max(decision.wait(now), 0.0)
-        if self._closed:
-            why = "closed"
-        elif self.config_error is not None:
-            why = "config"
-        elif decision is None:
-            why = "fetch-in-flight"
-        elif self._failing:
-            why = "provider-failing"
-        elif decision.why == "budget":
-            why = "budget"
-        else:
-            why = "backoff"
-        pending = (
-            unknown_kid and snapshot.key_set is not None and why in ("budget", "fetch-in-flight")
-        )
-        if self.config_error is not None:
-            detail = self.config_error
-        elif snapshot.cause == "empty-key-list":
-            detail = "the provider publishes no keys"
-        elif pending:
-            detail = "the token names a key not seen yet; the keys are refetched shortly"
-        elif unknown_kid:
-            detail = "the token names a key not seen yet and the keys cannot be refetched now"
-        elif snapshot.cause == "max-stale":
-            detail = "the last good keys are past their staleness bound"
-        else:
-            detail = "no keys loaded yet"
-        if self.last_error and self.config_error is None:
-            detail += f"; last fetch: {self.last_error}"
-        cls = KeyPendingError if pending else KeysUnavailableError
-        error = cls(f"keys from {self.name} are unavailable: {detail}")
-        error.retry_after = max(wait, 0.1) if math.isfinite(wait) else None
-        error.wait = why
-        self.waiting.note(self.source, self.name, why, wait)
-        return error
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -643,8 +338,3 @@ class KeySource:
             config_error=self.config_error,
             generation=snapshot.generation,
         )
-
-
-def _kids(pairs: set[tuple[str, str | None]]) -> list[str | None]:
-    """The kids of ``(fingerprint, kid)`` pairs, sorted (kid-less keys last, as None)."""
-    return sorted((kid for _, kid in pairs), key=lambda kid: (kid is None, kid or ""))

@@ -45,6 +45,7 @@ def note_padded(keys: Sequence[_core.Key], where: str) -> None:
             "left-padded with zeros (the same key)",
             where,
             key.kid,
+            extra={"jwt_event": "keys.key_padded", "jwt_source": where, "jwt_kid": key.kid},
         )
 
 

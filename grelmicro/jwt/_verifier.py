@@ -746,7 +746,12 @@ def _key_set(
                 json_text(jwks, "JWKS"), allow_symmetric=bool(allow_symmetric)
             )
             for kid, reason in document.skipped:
-                logger.warning("JWKS key %r skipped: %s", kid, reason)
+                logger.warning(
+                    "JWKS key %r skipped: %s",
+                    kid,
+                    reason,
+                    extra={"jwt_event": "keys.key_skipped", "jwt_kid": kid, "jwt_reason": reason},
+                )
             note_padded(document.keys, "JWKS")
             if not cores:
                 return document, tuple(document.skipped)

@@ -277,6 +277,7 @@ def test_short_p521_coordinate_is_padded_and_logged_once(
     padded = [r for r in caplog.records if "left-padded" in r.getMessage()]
     assert len(padded) == 1
     assert padded[0].levelno == logging.INFO
+    assert padded[0].jwt_event == "keys.key_padded"  # type: ignore[attr-defined]
     assert jwk["x"] not in padded[0].getMessage()
     assert key.algorithm == "ES512"
     token = pyjwt.encode(PAYLOAD, private, algorithm="ES512", headers={"kid": "p521"})
@@ -292,14 +293,20 @@ def test_long_ec_coordinate_stays_refused() -> None:
         Key.jwk(jwk)
 
 
-def test_short_coordinate_from_a_url_verifies(server: DocumentServer) -> None:
+def test_short_coordinate_from_a_url_verifies(
+    server: DocumentServer, caplog: pytest.LogCaptureFixture
+) -> None:
     private, jwk = p521_with_stripped_x()
     server.set("/jwks", {"keys": [jwk]})
     verifier = JWTVerifier(jwks_url=server.url("/jwks"), allow_insecure_loopback=True, fetch=FAST)
     try:
         token = pyjwt.encode(PAYLOAD, private, algorithm="ES512", headers={"kid": "p521"})
-        assert verifier.verify(token, now=NOW)
+        with caplog.at_level(logging.INFO, logger="grelmicro.jwt"):
+            assert verifier.verify(token, now=NOW)
         assert verifier.health().skipped_keys == ()
+        padded = [r for r in caplog.records if "left-padded" in r.getMessage()]
+        assert [r.jwt_event for r in padded] == ["keys.key_padded"]  # type: ignore[attr-defined]
+        assert padded[0].jwt_kid == "p521"  # type: ignore[attr-defined]
     finally:
         verifier.close()
 
