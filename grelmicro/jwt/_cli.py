@@ -463,6 +463,8 @@ def _explain(exc: JWTError | _UsageError) -> tuple[str, int]:
     if isinstance(exc, TokenRejectedError):
         return f"rejected: {exc.reason}: {exc}", REJECTED
     if isinstance(exc, KeysUnavailableError):
+        if exc.wait == "config":  # not an outage: the configuration (or the provider's) is off
+            return f"configuration error: {exc}", UNAVAILABLE
         return f"keys unavailable: {exc}", UNAVAILABLE
     if isinstance(exc, ConfigurationError):
         return f"error: {exc.reason}: {exc}", USAGE

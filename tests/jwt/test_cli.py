@@ -438,3 +438,32 @@ def test_inspect_shows_a_payload_nested_64_deep():
     result = run("inspect", hmac_key().mint(payload))
 
     assert result.returncode == 0, result.stderr
+
+
+def test_a_discovery_issuer_mismatch_is_said_as_a_configuration_error() -> None:
+    """A trailing-slash mismatch read "keys unavailable", like an outage, showing neither value."""
+    from servers import DocumentServer  # noqa: PLC0415 - a loopback provider for this test
+
+    server = DocumentServer().start()
+    try:
+        issuer = server.url("/")
+        server.set(
+            "/.well-known/openid-configuration",
+            {"issuer": issuer.rstrip("/"), "jwks_uri": server.url("/jwks")},
+        )
+        result = run(
+            "verify",
+            TestIssuer().mint(),
+            "--discover",
+            issuer,
+            "--allow-insecure-loopback",
+            "--audience",
+            "api",
+        )
+    finally:
+        server.stop()
+    line = one_line_error(result)
+    assert result.returncode == 3
+    assert line.startswith("configuration error: ")
+    assert issuer.rstrip("/") in line
+    assert "trailing slash" in line
