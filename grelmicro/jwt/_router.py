@@ -44,6 +44,7 @@ from grelmicro.jwt._keys import key_identity
 from grelmicro.jwt._schedule import Decision
 from grelmicro.jwt._snapshot import EMPTY, Snapshot
 from grelmicro.jwt._steps import Result, Steps, drive_sync
+from grelmicro.jwt.errors import KeysUnavailableError
 
 __all__ = ["KeyRouter", "Precheck", "Slot", "worth_refetch"]
 
@@ -235,6 +236,56 @@ class Slot:
         return payload, _capped(until, now, arrived, snapshot)
 
     def steps(
+        self,
+        token: str | bytes,
+        now: float,
+        arrived: float,
+        refused: _core.CoreError | None,
+    ) -> Steps:
+        """The miss path that may wait for keys; its answer after a wait is an event.
+
+        ``keys.answered_after_wait`` (DEBUG) says how the token ended
+        (``accepted``, ``refused`` with its reason, ``unavailable``), after
+        how many waits and how long after it arrived: a rotation that ends
+        200 is one accepted verification, never a refusal.
+        """
+        inner = self._steps(token, now, arrived, refused)
+        waits = 0
+        try:
+            wait = next(inner)
+            while True:
+                waits += 1
+                yield wait
+                wait = inner.send(None)
+        except StopIteration as done:
+            if waits:
+                self._answered(arrived, waits, "accepted", None)
+            return done.value  # type: ignore[no-any-return]
+        except _core.CoreError as exc:
+            if waits:
+                self._answered(arrived, waits, "refused", exc.args[0])
+            raise
+        except KeysUnavailableError as exc:
+            if waits:
+                self._answered(arrived, waits, "unavailable", exc.reason)
+            raise
+
+    def _answered(self, arrived: float, waits: int, outcome: str, reason: str | None) -> None:
+        source = self.source
+        assert source is not None  # noqa: S101 - only network slots take steps
+        waited = max(self.timer() - arrived, 0.0)
+        source.observers.emit(
+            Event(
+                "keys.answered_after_wait",
+                source.source,
+                logging.DEBUG,
+                "JWKS %s: a token waited %.3g s for keys (%d waits): %s%s",
+                (source.name, waited, waits, outcome, f" ({reason})" if reason else ""),
+                {"outcome": outcome, "reason": reason, "waits": waits, "waited": waited},
+            )
+        )
+
+    def _steps(
         self,
         token: str | bytes,
         now: float,

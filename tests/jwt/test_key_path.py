@@ -205,9 +205,17 @@ def test_a_rotation_that_ends_200_reports_no_refusal(
 ) -> None:
     """A refetch counted as two keys-unavailable refusals; now: nothing to on_reject."""
     heard: list[str] = []
+    answers: list[tuple[str, int]] = []
     server.set(JWKS, jwks_of(k1))
     mono = Mono()
     verifier = verifier_over(server, mono, on_reject=lambda e: heard.append(e.reason))
+    only_source(verifier).observers.add(
+        lambda e: (
+            answers.append((e.fields["outcome"], e.fields["waits"]))
+            if e.name == "keys.answered_after_wait"
+            else None
+        )
+    )
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     server.set(JWKS, jwks_of(k1, k2))
     mono.now += 0.5
@@ -222,6 +230,8 @@ def test_a_rotation_that_ends_200_reports_no_refusal(
 
     asyncio.run(rotate_async())
     assert heard == []
+    # The first load, then each rotation: one answer each, all accepted after one wait.
+    assert answers == [("accepted", 1), ("accepted", 1), ("accepted", 1)]
 
 
 # -- 3. monotonic time: the verifier's clock is for claims only -----------------------------
