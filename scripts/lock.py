@@ -53,6 +53,11 @@ PYTHONS = {
 FT_OVERRIDES = ("pydantic<2.12",)
 FT_LEFT_OUT = ("cryptography",)
 PLATFORM = "x86_64-manylinux_2_17"
+#: The example service's own needs (uvicorn), for the image's Python, kept to
+#: the versions of that interpreter's release lock.
+SERVICE_IN = ROOT / "examples" / "requirements.in"
+SERVICE_LOCK = ROOT / "examples" / "requirements.txt"
+SERVICE_TAG, SERVICE_PYTHON = "cp312", "3.12"
 HEADER = "# Written by scripts/lock.sh from {source}: do not edit (bash scripts/lock.sh).\n"
 
 
@@ -96,7 +101,9 @@ def uv() -> str:
     raise SystemExit("no uv: run bash scripts/lock.sh (it installs locks/tools.txt)")
 
 
-def compile_lock(source: Path, python: str, *, constrain: bool, out: Path) -> str:
+def compile_lock(
+    source: Path, python: str, *, constrain: bool, out: Path, also: Sequence[str] = ()
+) -> str:
     """``uv pip compile --generate-hashes`` of ``source`` for ``python`` on Linux; the text."""
     cmd = [
         uv(), "pip", "compile", "-q", "--generate-hashes", "--no-header", "--no-annotate",
@@ -105,6 +112,7 @@ def compile_lock(source: Path, python: str, *, constrain: bool, out: Path) -> st
     ]  # fmt: skip
     if constrain:
         cmd[3:3] = ["-c", str(DEV_REQS)]
+    cmd[3:3] = also
     subprocess.run(cmd, check=True, cwd=ROOT)
     return out.read_text()
 
@@ -126,6 +134,11 @@ def wanted(work: Path) -> dict[Path, str]:
         )
     tools = compile_lock(LOCKS / "tools.in", "3.11", constrain=False, out=work / "tools.txt")
     files[LOCKS / "tools.txt"] = HEADER.format(source="locks/tools.in") + tools
+    service = compile_lock(
+        SERVICE_IN, SERVICE_PYTHON, constrain=False, out=work / "service.txt",
+        also=("-c", str(work / f"{SERVICE_TAG}.txt")),
+    )  # fmt: skip
+    files[SERVICE_LOCK] = HEADER.format(source="examples/requirements.in") + service
     return files
 
 
@@ -213,6 +226,15 @@ def check() -> int:
             for name, pinned in locked.items()
             if name in dev and dev[name] != pinned
         ]
+    service = SERVICE_LOCK.read_text() if SERVICE_LOCK.exists() else ""
+    problems += [f"examples/requirements.txt: {name} has no hash" for name in unhashed(service)]
+    wanted_service = pins(SERVICE_IN.read_text())
+    locked_service = pins(service)
+    problems += [
+        f"examples/requirements.txt does not pin {name}=={pin}"
+        for name, pin in wanted_service.items()
+        if locked_service.get(name) != pin
+    ]
     for problem in problems:
         print(f"[lock] STALE: {problem}", file=sys.stderr)
     if problems:

@@ -253,6 +253,27 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
     return cores
 
 
+def assemble(
+    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, sbom_listing: Path | None
+) -> Path:
+    """The files beside the wheels in ``out`` (index, locks, install locks, SBOM, sums); packed.
+
+    ``cores`` maps an interpreter tag to its core wheels in ``out``; the SBOM
+    is written when ``sbom_listing`` names a scratch directory (cyclonedx-py
+    is one of the release's tools).
+    """
+    wheelhouse.write_index(out)
+    (out / "locks").mkdir(exist_ok=True)
+    for path in ("runtime.in", "tools.in", "tools.txt", *(f"{tag}.txt" for tag in cores)):
+        shutil.copy2(LOCKS / path, out / "locks" / path)
+    for tag, wheels in cores.items():
+        install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}, out)
+    if sbom_listing is not None:
+        sbom(out, sbom_listing)
+    sha256sums(out)
+    return pack(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Announce, build the cores, gather the wheelhouse, write the files, pack."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -293,15 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_wheel = corewheel.build_grelmicro_dists(sys.executable, log=_log)
     shutil.copy2(main_wheel, out / main_wheel.name)
     cores = {tag: build_cores(python, tag, platforms, out) for python, tag in tags.items()}
-    wheelhouse.write_index(out)
-    (out / "locks").mkdir()
-    for path in ("runtime.in", "tools.in", "tools.txt", *(f"{tag}.txt" for tag in tags.values())):
-        shutil.copy2(LOCKS / path, out / "locks" / path)
-    for tag in tags.values():
-        install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": cores[tag]}, out)
-    sbom(out, args.out.resolve())
-    sha256sums(out)
-    tarball = pack(out)
+    tarball = assemble(out, main_wheel, cores, sbom_listing=args.out.resolve())
     size = tarball.stat().st_size / 1e6
     _log(f"{tarball} ({size:.1f} MB) in {(time.monotonic() - started) / 60:.1f} min")
     print(tarball)
