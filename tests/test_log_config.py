@@ -76,7 +76,7 @@ def test_uvicorn_with_the_config_writes_the_librarys_warning_as_a_json_line() ->
     pytest.importorskip("fastapi")
     env = dict(
         os.environ,
-        JWKS_URL=f"http://127.0.0.1:{free_port()}/jwks.json",  # nothing listens there
+        JWKS_URL=f"https://127.0.0.1:{free_port()}/jwks.json",  # nothing listens there
         GRELMICRO_JWT_AUDIENCE="https://api.example.com",
         GRELMICRO_JWT_ISSUER="https://idp.example.com/",
     )
@@ -101,6 +101,8 @@ def test_uvicorn_with_the_config_writes_the_librarys_warning_as_a_json_line() ->
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
     failed = [record for record in seen if record.get("jwt_event") == "keys.fetch_failed"]
     assert failed, seen
     assert failed[0]["level"] == "WARNING"
