@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 DOCKERFILE = EXAMPLES / "Dockerfile"
 IGNORE = EXAMPLES / "Dockerfile.dockerignore"
+BUILDER = EXAMPLES / "release" / "Dockerfile"
 DEV_PYTHON = ROOT / ".venv" / "bin" / "python"
 #: Where the check tarball is assembled (the downloaded dependencies stay between runs).
 CHECK_DIR = ROOT / "dist" / "dockerfile-check"
@@ -108,6 +109,33 @@ def static_checks(text: str) -> None:
         if needed not in text:
             raise SystemExit(f"examples/Dockerfile lacks {needed!r}")
     log("static: no curl | sh, no Rust, no compiler, no checkout; checksums, hashes, healthcheck")
+
+
+def check_builder() -> None:
+    """The maintainer's builder (examples/release/Dockerfile), statically: it runs only in docker.
+
+    Its base pins the Rust release that ``rust-toolchain.toml`` names, it
+    copies that file into its checkout, keeps the cargo registry and target
+    in cache mounts, and runs ``scripts/release.sh`` (tools from the hashed
+    lock), never a ``curl | sh``.
+    """
+    text = BUILDER.read_text()
+    toolchain = corewheel.read_toml(BUILDER.with_name("rust-toolchain.toml"))["toolchain"]
+    base = re.search(r"(?m)^ARG BUILDER=rust:(\d+\.\d+\.\d+)-", text)
+    if base is None or base.group(1) != toolchain["channel"]:
+        raise SystemExit("examples/release/Dockerfile: rust:X.Y.Z is not rust-toolchain.toml's")
+    for needed in (
+        "rust-toolchain.toml $SRC/rust-toolchain.toml",
+        "--mount=type=cache,target=/usr/local/cargo/registry",
+        "--mount=type=cache,target=/src/grelmicro-core/target",
+        "bash scripts/release-tools.sh",
+        "bash scripts/release.sh",
+    ):
+        if needed not in text:
+            raise SystemExit(f"examples/release/Dockerfile lacks {needed!r}")
+    if re.search(r"curl|wget", text):
+        raise SystemExit("examples/release/Dockerfile must not download with curl or wget")
+    log(f"builder: rust {toolchain['channel']} pinned, cache mounts, scripts/release.sh (static)")
 
 
 def check_tarball() -> Path:
@@ -326,6 +354,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     static_checks(DOCKERFILE.read_text())
+    check_builder()
     tarball = args.release.resolve() if args.release else check_tarball()
     overrides = {
         "RELEASE": tarball.name.removesuffix(".tar.gz"),
