@@ -335,7 +335,7 @@ def serve(stage: Stage, work: Path) -> None:
             time.sleep(0.5)
         if not fetch_failed or fetch_failed[0].get("jwt_source") != jwks_url:
             raise SystemExit(f"no JSON keys.fetch_failed line on stderr:\n{errors.read_text()}")
-        pids = {record["pid"] for record in fetch_failed}
+        pids = {str(record["pid"]) for record in fetch_failed}
         log(f"the key-fetch warning is a JSON line (level, logger, time, pid {sorted(pids)})")
     finally:
         server.terminate()
