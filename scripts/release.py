@@ -137,6 +137,36 @@ def audit(wheel: Path, platform: str) -> str:
     return verdict
 
 
+def musl_loader_name(wheel: Path, machine: str) -> None:
+    """Name musl's libc as musllinux does, in place: ``libc.so`` -> ``libc.musl-<arch>.so.1``.
+
+    zig links against musl's own ``libc.so`` (its SONAME); Alpine, whose
+    images define musllinux, names it ``libc.musl-<arch>.so.1``, the name
+    auditwheel's musllinux policy allows. The loader resolves both to itself;
+    the wheel is unpacked, its extension patched (patchelf) and repacked
+    (``wheel pack`` rewrites RECORD).
+    """
+    scratch = wheel.parent / f".{wheel.stem}.unpacked"
+    shutil.rmtree(scratch, ignore_errors=True)
+    _run([sys.executable, "-m", "wheel", "unpack", "-d", scratch, wheel], capture_output=True)
+    patched = 0
+    for library in scratch.rglob("*.so"):
+        needed = _run([TOOLS / "patchelf", "--print-needed", library], capture_output=True).stdout
+        if "libc.so" in needed.split():
+            target = f"libc.musl-{machine}.so.1"
+            _run([TOOLS / "patchelf", "--replace-needed", "libc.so", target, library])
+            patched += 1
+    if patched:
+        [unpacked] = list(scratch.iterdir())
+        wheel.unlink()
+        _run(
+            [sys.executable, "-m", "wheel", "pack", "-d", wheel.parent, unpacked],
+            capture_output=True,
+        )
+        _log(f"{wheel.name}: libc.so named libc.musl-{machine}.so.1 in {patched} extension(s)")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def pgo_of(vpy: Path, wheel: Path) -> str:
     """``grelmicro_core.PGO`` of ``wheel`` installed into a scratch target for ``vpy``."""
     scratch = ROOT / "dist" / "release-check" / wheel.stem
@@ -242,14 +272,17 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
         t0 = time.monotonic()
         wheel = corewheel.build_core_wheel(vpy, pgo=True, platform=platform, log=_log)
         _log(f"{tag} {platform}: {wheel.name} ({time.monotonic() - t0:.0f} s)")
+        shutil.copy2(wheel, out / wheel.name)
+        wheel = out / wheel.name
+        if platform.startswith("musllinux"):
+            musl_loader_name(wheel, platform.rsplit("-", 1)[1])
         audit(wheel, platform)
         if platform == f"manylinux2014-{arch()}":  # the one this machine can load
             pgo = pgo_of(vpy, wheel)
             if pgo != "trained":
                 raise SystemExit(f"{wheel.name} reports PGO={pgo!r}, not 'trained'")
             _log(f"{wheel.name}: grelmicro_core.PGO == 'trained'")
-        shutil.copy2(wheel, out / wheel.name)
-        cores.append(out / wheel.name)
+        cores.append(wheel)
     return cores
 
 
