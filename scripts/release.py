@@ -51,9 +51,9 @@ ROOT = corewheel.ROOT
 OUT = ROOT / "dist" / "release"
 LOCKS = ROOT / "locks"
 TOOLS = Path(sys.executable).parent
-#: Measured on this project's 2-core shared machine (docs/shipping.md, "Releases"):
+#: Measured on this project's 2-core shared machine (docs/shipping.md, "Building a release"):
 #: one interpreter, its profile training and its two platforms' cores, under nice -n 19.
-MINUTES_PER_INTERPRETER = 25
+MINUTES_PER_INTERPRETER = 26
 #: auditwheel's word for each platform's tag.
 AUDIT_TAGS = {"manylinux2014": "manylinux_2_17", "musllinux_1_2": "musllinux_1_2"}
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the release tarball of this platform (scripts/release.py says what it holds):
-#   bash scripts/release.sh python3.11                  # one interpreter (~25 min here)
+#   bash scripts/release.sh python3.11                  # one interpreter (~26 min here)
 #   bash scripts/release.sh python3.10 python3.11 python3.12 python3.13 python3.13t
 # It names what it builds and about how long it takes before it starts; it
 # never picks interpreters by itself. Tools come from locks/tools.txt with
