@@ -6,8 +6,9 @@
 #    --require-hashes and no index, with PATH=/usr/bin:/bin (no Rust) and no
 #    pip configuration from the caller; the install is timed (limit 30 s);
 # 3. the installed core must report the profile-guided build, verify a token,
-#    refuse a tampered one, and grelmicro.jwt.testing must mint an RS256
-#    token that the verifier accepts;
+#    refuse a tampered one, grelmicro.jwt.testing must mint an RS256 token
+#    that the verifier accepts, and the README's FastAPI service must answer
+#    a TestIssuer's tokens as its tests expect (401, 200, 403);
 # 4. one byte changed in one wheel must make the same install fail.
 set -euo pipefail
 TARBALL="$(cd "$(dirname "${1:?usage: smoke-release.sh TARBALL [PYTHON]}")" && pwd)/$(basename "$1")"
@@ -71,7 +72,48 @@ except TokenRejectedError:
     pass
 else:
     raise SystemExit("a tampered token verified")
-print(f"grelmicro_core.PGO={grelmicro_core.PGO}; {what}; a tampered token refused")
+
+# The README's service, tested the way docs/testing.md says: a TestIssuer's
+# verifier, real tokens, through httpx's ASGI transport (all from the release).
+import asyncio
+from typing import Annotated
+
+import httpx
+from fastapi import Depends, FastAPI, Security
+
+from grelmicro.jwt import Claims
+from grelmicro.jwt.fastapi import JWTBearer
+from grelmicro.jwt.testing import TestIssuer
+
+test_issuer = TestIssuer("HS256" if importlib.util.find_spec("cryptography") is None else "ES256")
+auth = JWTBearer(test_issuer.verifier(), realm="orders")
+app = FastAPI()
+auth.install(app)
+
+
+@app.get("/orders")
+def orders(claims: Annotated[Claims, Security(auth, scopes=["orders:read"])]) -> dict:
+    return {"owner": claims.subject, "orders": []}
+
+
+@app.get("/me")
+def me(claims: Annotated[Claims, Depends(auth)]) -> dict:
+    return {"sub": claims.subject}
+
+
+async def service() -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        assert (await client.get("/me")).status_code == 401
+        reader = test_issuer.bearer(scope="orders:read")
+        assert (await client.get("/orders", headers=reader)).json()["owner"] == "test-user"
+        other = test_issuer.bearer(scope="orders:write")
+        assert (await client.get("/orders", headers=other)).status_code == 403
+
+
+asyncio.run(service())
+print(f"grelmicro_core.PGO={grelmicro_core.PGO}; {what}; a tampered token refused; "
+      "the README's service answered 401/200/403 to a TestIssuer's tokens")
 PY
 (cd "$WORK" && env -i PATH=/usr/bin:/bin "$WORK/venv/bin/python" check.py) >&2
 
