@@ -362,7 +362,11 @@ def wheelhouse(session: nox.Session) -> None:
 
 @nox.session
 def dockerfile(session: nox.Session) -> None:
-    """examples/Dockerfile's stages run here without docker (scripts/check_dockerfile.py)."""
+    """examples/Dockerfile run without docker from a release-shaped tarball (check_dockerfile.py).
+
+    Set RELEASE_TARBALL to check a real release (scripts/release.sh) instead
+    of the tarball assembled from the dev build in seconds.
+    """
     tools(session)
     session.run(str(PY), str(ROOT / "scripts" / "check_dockerfile.py"))
 

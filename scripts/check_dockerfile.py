@@ -1,22 +1,30 @@
-"""Run the stages of ``examples/Dockerfile`` on this machine, without docker.
+"""Run ``examples/Dockerfile`` on this machine, without docker, from a release tarball.
 
-    python scripts/check_dockerfile.py [--keep]      # the dev venv's python runs it
+    python scripts/check_dockerfile.py [--keep] [--release TARBALL]   # with the dev venv
 
-Each stage gets a directory standing for its filesystem root under a temp
-dir; ``ENV`` values that are absolute paths are moved under it, so the
-``RUN`` commands (which use those variables) run unchanged with bash.
-``COPY`` copies from the checkout (minus ``Dockerfile.dockerignore``) or from
-an earlier stage's root; ``WORKDIR`` sets where the next commands run. A
-``RUN`` whose comment line above says ``# check: host`` installs what this
-machine already has (a compiler, Rust) and is left out, said in the log.
-The base images are not pulled: the stages run with this machine's
-``python3``. The build caches of this checkout (``dist/core``, ``dist/py``)
-are copied into the wheels stage's source tree first, as docker's layer
-cache would be (``--no-cache`` builds from scratch, minutes).
+The Dockerfile installs a release tarball (``scripts/release.sh``) and nothing
+else of this repository. The check gives it a build context as a team would:
+a temp directory with the tarball and its ``.sha256``, and the service's
+files from ``examples/`` (what ``Dockerfile.dockerignore`` lets through).
+The tarball is ``--release`` (or ``$RELEASE_TARBALL``), a real release;
+without one, a check tarball of the same layout is assembled in seconds from
+this checkout's build caches (``dist/core``, ``dist/py``) and the hash
+locks: its core is the dev build, not profile-guided, so the check passes
+``REQUIRE_PGO=0`` and says so (a release build takes minutes per interpreter
+and stays out of the test command).
 
-Then the final stage's ``CMD`` is started on 127.0.0.1 with a free port and a
-``JWKS_URL`` that nothing answers: ``/health`` must answer 200 and ``/ready``
-503 (no keys yet), from a server with two worker processes.
+The stage gets a directory standing for its filesystem root; ``ENV`` values
+that are absolute paths are moved under it, so the ``RUN`` commands (which
+use those variables) run unchanged with bash and this machine's ``python3``;
+``ARG`` defaults are set, ``RELEASE`` and ``TAG`` given the tarball's name
+and this interpreter's tag. ``COPY`` copies from the context; ``WORKDIR``
+sets where the next commands run. Then the ``CMD`` is started on 127.0.0.1
+with a free port and a ``JWKS_URL`` that nothing answers: ``/health`` must
+answer 200, ``/ready`` 503 (no keys yet), the ``HEALTHCHECK`` command must
+report the service unhealthy, and the library's key-fetch warning must
+reach stderr as a JSON line (``log-config.json``), from a server with two
+worker processes. The Dockerfile must install the release from its
+tarball only: no ``curl``, no Rust, no checkout (``COPY .``), checked first.
 """
 
 # A build check: it runs the Dockerfile's commands and prints what it does.
@@ -39,10 +47,25 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import corewheel
+import release
+import wheelhouse
+
 ROOT = Path(__file__).resolve().parent.parent
-DOCKERFILE = ROOT / "examples" / "Dockerfile"
-IGNORE = ROOT / "examples" / "Dockerfile.dockerignore"
-CACHES = ("dist/core", "dist/py")
+EXAMPLES = ROOT / "examples"
+DOCKERFILE = EXAMPLES / "Dockerfile"
+IGNORE = EXAMPLES / "Dockerfile.dockerignore"
+BUILDER = EXAMPLES / "release" / "Dockerfile"
+DEV_PYTHON = ROOT / ".venv" / "bin" / "python"
+#: Where the check tarball is assembled (the downloaded dependencies stay between runs).
+CHECK_DIR = ROOT / "dist" / "dockerfile-check"
+#: What the Dockerfile must never do: it installs the release, not a build.
+FORBIDDEN = {
+    r"curl[^|]*\|\s*(ba)?sh": "a `curl | sh`",
+    r"rustup|cargo |maturin": "a Rust toolchain",
+    r"(?m)^COPY\s+\.\s": "the repository as build context (`COPY .`)",
+    r"build-essential|gcc|apt-get": "a compiler or system packages",
+}
 
 
 def log(message: str) -> None:
@@ -50,62 +73,117 @@ def log(message: str) -> None:
     print(f"[check-dockerfile] {message}", file=sys.stderr, flush=True)
 
 
-def instructions(text: str) -> list[tuple[str, str, bool]]:
-    """``(keyword, arguments, host_only)`` per instruction, continuation lines joined."""
-    found: list[tuple[str, str, bool]] = []
-    host_only = False
+def instructions(text: str) -> list[tuple[str, str]]:
+    """``(keyword, arguments)`` per instruction, continuation lines joined."""
+    found: list[tuple[str, str]] = []
     pending = ""
     for raw in text.splitlines():
         line = raw.strip()
-        if not pending and line.startswith("#"):
-            host_only = host_only or line.startswith("# check: host")
-            continue
-        if not line and not pending:
+        if not pending and (line.startswith("#") or not line):
             continue
         pending += (" " if pending else "") + line.removesuffix("\\").strip()
         if line.endswith("\\"):
             continue
         keyword, _, args = pending.partition(" ")
-        found.append((keyword.upper(), args.strip(), host_only))
-        pending, host_only = "", False
+        found.append((keyword.upper(), args.strip()))
+        pending = ""
     return found
 
 
-def ignored(patterns: list[str], relative: str) -> bool:
-    """Whether a ``.dockerignore`` pattern excludes ``relative`` (a checkout path)."""
+def allowed(patterns: list[str], name: str) -> bool:
+    """Whether ``.dockerignore`` ``patterns`` send ``name`` (the last matching one decides)."""
+    sent = True
     for pattern in patterns:
-        bare = pattern.removeprefix("**/")
-        if fnmatch.fnmatch(relative, pattern) or (
-            pattern.startswith("**/") and fnmatch.fnmatch(Path(relative).name, bare)
-        ):
-            return True
-    return False
+        negated = pattern.startswith("!")
+        if fnmatch.fnmatch(name, pattern.removeprefix("!")):
+            sent = negated
+    return sent
 
 
-def copy_context(source: Path, target: Path, patterns: list[str]) -> None:
-    """``source`` (in the checkout) to ``target``, leaving out what the ignore file names."""
+def static_checks(text: str) -> None:
+    """The Dockerfile installs a release tarball, hash-checked, and builds nothing."""
+    for pattern, what in FORBIDDEN.items():
+        if re.search(pattern, text):
+            raise SystemExit(f"examples/Dockerfile must not use {what}")
+    for needed in ("sha256sum -c", "--require-hashes", "--no-index", "HEALTHCHECK", "USER "):
+        if needed not in text:
+            raise SystemExit(f"examples/Dockerfile lacks {needed!r}")
+    log("static: no curl | sh, no Rust, no compiler, no checkout; checksums, hashes, healthcheck")
 
-    def skip(directory: str, names: list[str]) -> set[str]:
-        base = Path(directory).relative_to(ROOT)
-        return {n for n in names if ignored(patterns, (base / n).as_posix().removeprefix("./"))}
 
-    if source.is_dir():
-        shutil.copytree(source, target, ignore=skip, dirs_exist_ok=True, symlinks=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+def check_builder() -> None:
+    """The maintainer's builder (examples/release/Dockerfile), statically: it runs only in docker.
+
+    Its base pins the Rust release that ``rust-toolchain.toml`` names, it
+    copies that file into its checkout, keeps the cargo registry and target
+    in cache mounts, and runs ``scripts/release.sh`` (tools from the hashed
+    lock), never a ``curl | sh``.
+    """
+    text = BUILDER.read_text()
+    toolchain = corewheel.read_toml(BUILDER.with_name("rust-toolchain.toml"))["toolchain"]
+    base = re.search(r"(?m)^ARG BUILDER=rust:(\d+\.\d+\.\d+)-", text)
+    if base is None or base.group(1) != toolchain["channel"]:
+        raise SystemExit("examples/release/Dockerfile: rust:X.Y.Z is not rust-toolchain.toml's")
+    for needed in (
+        "rust-toolchain.toml $SRC/rust-toolchain.toml",
+        "--mount=type=cache,target=/usr/local/cargo/registry",
+        "--mount=type=cache,target=/src/grelmicro-core/target",
+        "bash scripts/release-tools.sh",
+        "bash scripts/release.sh",
+    ):
+        if needed not in text:
+            raise SystemExit(f"examples/release/Dockerfile lacks {needed!r}")
+    if re.search(r"curl|wget", text):
+        raise SystemExit("examples/release/Dockerfile must not download with curl or wget")
+    log(f"builder: rust {toolchain['channel']} pinned, cache mounts, scripts/release.sh (static)")
+
+
+def check_tarball() -> Path:
+    """A tarball of the release's layout from this checkout's build caches (dev core, not PGO)."""
+    tag = corewheel.interpreter_tag(DEV_PYTHON)
+    core = corewheel.build_core_wheel(DEV_PYTHON, log=log)
+    main = corewheel.build_grelmicro_dists(DEV_PYTHON, log=log)
+    name = f"grelmicro-{corewheel.version().replace('+', '-')}-linux-{release.arch()}"
+    out = CHECK_DIR / name
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in [*out.glob("grelmicro*.whl"), *out.glob("requirements-*.txt"), out / "SHA256SUMS"]:
+        stale.unlink(missing_ok=True)
+    for wheel in (core, main):
+        shutil.copy2(wheel, out / wheel.name)
+    if not wheelhouse.download_dependencies(out / core.name, out):
+        raise SystemExit(f"the locked dependencies of {tag} could not be downloaded")
+    tarball = release.assemble(out, main, {tag: [out / core.name]}, sbom_listing=None)
+    log(f"check tarball {tarball.name}: the dev core (not profile-guided), locked dependencies")
+    return tarball
+
+
+def build_context(work: Path, tarball: Path) -> Path:
+    """A build context as a team has it: the tarball, its checksum, the service's files."""
+    context = work / "context"
+    context.mkdir()
+    patterns = [
+        line.strip()
+        for line in IGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for source in (tarball, tarball.with_name(tarball.name + ".sha256"), *EXAMPLES.iterdir()):
+        if source.is_file() and allowed(patterns, source.name):
+            shutil.copy2(source, context / source.name)
+    log(f"build context: {', '.join(sorted(p.name for p in context.iterdir()))}")
+    return context
 
 
 class Stage:
     """One ``FROM``: its root directory, environment and working directory."""
 
-    def __init__(self, name: str, work: Path) -> None:
+    def __init__(self, name: str, work: Path, args: dict[str, str]) -> None:
         self.name = name
         self.root = work / name
         self.root.mkdir(parents=True)
-        self.env: dict[str, str] = {}
+        self.env: dict[str, str] = dict(args)
         self.workdir = self.root
         self.cmd: list[str] = []
+        self.healthcheck: list[str] = []
 
     def path(self, container_path: str) -> Path:
         """Where ``container_path`` (absolute) lives on this machine."""
@@ -127,67 +205,70 @@ class Stage:
                 continue
             self.env[name] = str(self.path(value)) if value.startswith("/") else value
 
-
-def copy(
-    stage: Stage, stages: dict[str, Stage], args: str, patterns: list[str], *, reuse_cache: bool
-) -> None:
-    """``COPY [--from=STAGE] SRC... DEST`` into ``stage``."""
-    words = shlex.split(args)
-    origin = next((w.split("=", 1)[1] for w in words if w.startswith("--from=")), None)
-    *sources, dest = [w for w in words if not w.startswith("--")]
-    target = Path(stage.expand(dest))
-    for source in sources:
-        if origin is not None:
-            log(f"COPY --from={origin} {source} -> {target}")
-            shutil.copytree(stages[origin].path(source), target, dirs_exist_ok=True)
-            continue
-        into = target / Path(source).name if dest.endswith("/") else target
-        log(f"COPY {source} -> {into}")
-        copy_context(ROOT / source, into, patterns)
-        if source == "." and reuse_cache:
-            for cache in CACHES:
-                if (ROOT / cache).is_dir():
-                    log(f"  build cache {cache} (what docker's layer cache would hold)")
-                    shutil.copytree(ROOT / cache, target / cache, dirs_exist_ok=True)
-
-
-def run_stages(work: Path, *, reuse_cache: bool) -> Stage:
-    """Every stage of the Dockerfile in order; the last one."""
-    patterns = [
-        line.strip()
-        for line in IGNORE.read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    stages: dict[str, Stage] = {}
-    stage: Stage | None = None
-    for keyword, args, host_only in instructions(DOCKERFILE.read_text()):
-        if keyword == "FROM":
-            name = args.split()[-1] if " AS " in args.upper() else f"stage{len(stages)}"
-            stage = stages[name] = Stage(name, work)
-            log(f"stage {name} (base image {args.split()[0]} not pulled: this machine's python3)")
-            continue
-        if stage is None or keyword in {"ARG", "EXPOSE", "USER", "LABEL"}:
-            continue
+    def apply(self, keyword: str, rest: str, context: Path) -> None:
+        """One instruction after ``FROM`` (``ARG`` aside)."""
+        if keyword in {"EXPOSE", "USER", "LABEL"}:
+            return
         if keyword == "ENV":
-            stage.set_env(args)
+            self.set_env(rest)
         elif keyword == "WORKDIR":
-            stage.workdir = stage.path(args) if args.startswith("/") else Path(stage.expand(args))
-            stage.workdir.mkdir(parents=True, exist_ok=True)
+            self.workdir = self.path(rest) if rest.startswith("/") else Path(self.expand(rest))
+            self.workdir.mkdir(parents=True, exist_ok=True)
         elif keyword == "COPY":
-            copy(stage, stages, args, patterns, reuse_cache=reuse_cache)
+            copy(self, context, rest)
         elif keyword == "RUN":
-            if host_only:
-                log(f"RUN left out (# check: host): {args[:70]}...")
-                continue
-            log(f"RUN {args[:100]}{'...' if len(args) > 100 else ''}")
-            env = dict(os.environ, **stage.env)
+            log(f"RUN {rest[:100]}{'...' if len(rest) > 100 else ''}")
+            env = dict(os.environ, **self.env)
             subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", args], cwd=stage.workdir, env=env, check=True
+                ["bash", "-euo", "pipefail", "-c", rest], cwd=self.workdir, env=env, check=True
             )
         elif keyword == "CMD":
-            stage.cmd = [str(stage.path(a)) if a.startswith("/") else a for a in json.loads(args)]
+            self.cmd = [self.container(a) for a in json.loads(rest)]
+        elif keyword == "HEALTHCHECK":
+            exec_form = rest[rest.index("CMD") + 3 :].strip()
+            self.healthcheck = [self.container(a) for a in json.loads(exec_form)]
         else:
             raise SystemExit(f"check_dockerfile.py does not know {keyword}")
+
+    def container(self, value: str) -> str:
+        """An absolute container path of an exec-form command, moved under the root."""
+        return str(self.path(value)) if value.startswith("/") else value
+
+
+def copy(stage: Stage, context: Path, args: str) -> None:
+    """``COPY SRC... DEST`` from the build context into ``stage``."""
+    words = [stage.expand(w) for w in shlex.split(args) if not w.startswith("--")]
+    *sources, dest = words
+    target = Path(dest)
+    target.mkdir(parents=True, exist_ok=True)
+    for source in sources:
+        found = context / source
+        if not found.is_file():
+            raise SystemExit(f"COPY {source}: not in the build context")
+        log(f"COPY {source} -> {target}")
+        shutil.copy2(found, target / found.name)
+
+
+def run_stages(work: Path, context: Path, overrides: dict[str, str]) -> Stage:
+    """Every instruction of the Dockerfile in order; the (one) stage."""
+    args: dict[str, str] = {}
+    stage: Stage | None = None
+    for keyword, rest in instructions(DOCKERFILE.read_text()):
+        if keyword == "ARG":
+            name, _, default = rest.partition("=")
+            args[name] = overrides.get(name, default)
+            if stage is not None:
+                stage.env[name] = args[name]
+            continue
+        if keyword == "FROM":
+            image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), ""), rest.split()[0])
+            name = rest.split()[-1] if " AS " in rest.upper() else "stage"
+            stage = Stage(name, work, {})
+            log(f"stage {name} (base image {image} not pulled: this machine's python3)")
+            continue
+        if stage is None:
+            raise SystemExit(f"{keyword} before FROM")
+        stage.apply(keyword, rest, context)
     if stage is None:
         raise SystemExit("no FROM in the Dockerfile")
     return stage
@@ -211,21 +292,24 @@ def status(url: str) -> int:
         return 0
 
 
-def serve(stage: Stage) -> None:
-    """The final ``CMD`` on 127.0.0.1: /health 200, /ready 503 without keys, then stopped."""
+def serve(stage: Stage, work: Path) -> None:
+    """The ``CMD`` on 127.0.0.1: /health 200, /ready 503 and unhealthy without keys, JSON logs."""
     cmd = list(stage.cmd)
     port = free_port()
     cmd[cmd.index("--host") + 1] = "127.0.0.1"
     cmd[cmd.index("--port") + 1] = str(port)
+    jwks_url = f"https://127.0.0.1:{free_port()}/jwks.json"  # nothing listens there
     env = dict(
         os.environ,
         **stage.env,
-        JWKS_URL=f"https://127.0.0.1:{free_port()}/jwks.json",  # nothing listens there
+        JWKS_URL=jwks_url,
         GRELMICRO_JWT_AUDIENCE="https://api.example.com",
         GRELMICRO_JWT_ISSUER="https://idp.example.com/",
     )
     log("CMD " + " ".join(cmd))
-    server = subprocess.Popen(cmd, cwd=stage.workdir, env=env)
+    errors = work / "stderr.log"
+    with errors.open("w") as stderr:
+        server = subprocess.Popen(cmd, cwd=stage.workdir, env=env, stderr=stderr)
     try:
         deadline = time.monotonic() + 60
         while status(f"http://127.0.0.1:{port}/health") != 200:
@@ -235,28 +319,61 @@ def serve(stage: Stage) -> None:
         ready = status(f"http://127.0.0.1:{port}/ready")
         if ready != 503:
             raise SystemExit(f"/ready answered {ready} with no keys reachable, not 503")
-        log("the service answers /health 200 and /ready 503 (no keys reachable): OK")
+        probe = [a.replace(":8000/", f":{port}/") for a in stage.healthcheck]
+        healthy = subprocess.run(probe, capture_output=True, check=False, timeout=30).returncode
+        if healthy == 0:
+            raise SystemExit("HEALTHCHECK said healthy with no keys reachable")
+        log("/health 200, /ready 503 and HEALTHCHECK unhealthy (no keys reachable): OK")
+        fetch_failed: list[dict[str, object]] = []
+        while not fetch_failed and time.monotonic() < deadline:
+            lines = [ln for ln in errors.read_text().splitlines() if ln.startswith("{")]
+            fetch_failed = [
+                record
+                for record in map(json.loads, lines)
+                if record.get("jwt_event") == "keys.fetch_failed"
+            ]
+            time.sleep(0.5)
+        if not fetch_failed or fetch_failed[0].get("jwt_source") != jwks_url:
+            raise SystemExit(f"no JSON keys.fetch_failed line on stderr:\n{errors.read_text()}")
+        pids = {str(record["pid"]) for record in fetch_failed}
+        log(f"the key-fetch warning is a JSON line (level, logger, time, pid {sorted(pids)})")
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
 def main() -> int:
-    """Run the stages in a temp dir (kept with ``--keep``), then start the service."""
+    """Static checks, the stage in a temp dir (kept with ``--keep``), then the service."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the stage directories")
-    parser.add_argument("--no-cache", action="store_true", help="build the wheels from scratch")
+    parser.add_argument(
+        "--release",
+        type=Path,
+        default=os.environ.get("RELEASE_TARBALL") or None,
+        help="a release tarball (default: a check tarball assembled from the dev build)",
+    )
     args = parser.parse_args()
+    static_checks(DOCKERFILE.read_text())
+    check_builder()
+    tarball = args.release.resolve() if args.release else check_tarball()
+    overrides = {
+        "RELEASE": tarball.name.removesuffix(".tar.gz"),
+        "TAG": corewheel.interpreter_tag(sys.executable),
+    }
+    if not args.release:
+        overrides["REQUIRE_PGO"] = "0"
+        log("REQUIRE_PGO=0: the check tarball's core is the dev build, not profile-guided")
     work = Path(tempfile.mkdtemp(prefix="grelmicro-dockerfile."))
     try:
-        final = run_stages(work, reuse_cache=not args.no_cache)
-        serve(final)
+        context = build_context(work, tarball)
+        final = run_stages(work, context, overrides)
+        serve(final, work)
     finally:
         if args.keep:
             log(f"stages kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    log("examples/Dockerfile: every stage ran")
+    log("examples/Dockerfile: installed from the release tarball and served")
     return 0
 
 

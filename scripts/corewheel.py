@@ -1,6 +1,6 @@
 """Build the grelmicro-core wheel for one interpreter: the one place that does it.
 
-    python scripts/corewheel.py PYTHON [--install] [--bench] [--pgo]   # prints the wheel's path
+    python scripts/corewheel.py PYTHON [--install] [--bench] [--pgo] [--platform P]  # its path
 
 Imported by ``noxfile.py`` and ``bench/run.py``, run by ``scripts/setup.sh``;
 standard library only (Python 3.11+, for ``tomllib``).
@@ -149,6 +149,12 @@ def interpreter_tag(python: str | Path) -> str:
     ).stdout.strip()
 
 
+def interpreter_version(python: str | Path) -> str:
+    """``3.11``, ``3.13t``, ...: the version of an interpreter as maturin names it."""
+    tag = interpreter_tag(python)
+    return f"{tag[2]}.{tag[3:]}"
+
+
 #: The supported CPythons besides the dev venv's 3.11 (3.13t: the free-threaded build).
 OTHER_INTERPRETERS = ("3.10", "3.12", "3.13", "3.14")
 
@@ -184,6 +190,15 @@ def _only_wheel(out: Path) -> Path | None:
     return wheels[0] if len(wheels) == 1 else None
 
 
+#: The portable platforms a release ships (``--platform``), built with maturin's
+#: zig support (``ziglang``, scripts/release.sh): ``COMPAT-ARCH`` -> ``(triple, compat)``.
+PLATFORMS = {
+    f"{compat}-{arch}": (f"{arch}-unknown-linux-{libc}", compat)
+    for compat, libc in (("manylinux2014", "gnu"), ("musllinux_1_2", "musl"))
+    for arch in ("x86_64", "aarch64")
+}
+
+
 def _maturin(
     python: str | Path,
     source: Path,
@@ -193,12 +208,25 @@ def _maturin(
     *,
     rustflags: str = "",
     target: Path = TARGET,
+    platform: str = "",
 ) -> Path:
-    """``maturin build --release`` into ``out`` (emptied first); the one wheel made."""
+    """``maturin build --release`` into ``out`` (emptied first); the one wheel made.
+
+    With ``platform`` (a key of ``PLATFORMS``) the wheel is linked by zig for
+    that target and tagged for it (manylinux2014 = glibc 2.17, musllinux_1_2).
+    """
     shutil.rmtree(out, ignore_errors=True)
+    if platform:
+        triple, compat = PLATFORMS[platform]
+        # A cross target gets maturin's bundled sysconfig for the version (a
+        # path would make it ask the host's interpreter, a glibc one).
+        interpreter: str | Path = f"python{interpreter_version(python)}"
+        zig = ["--zig", "--target", triple, "--compatibility", compat]
+    else:
+        interpreter, zig = python, []
     cmd: list[str | Path] = [
         find_maturin(), "build", "--release", "-q",
-        "-m", source / "Cargo.toml", "-i", python, "-o", out,
+        "-m", source / "Cargo.toml", "-i", interpreter, "-o", out, *zig,
     ]  # fmt: skip
     if features:
         cmd += ["--features", ",".join(features)]
@@ -305,12 +333,30 @@ def pgo_profile(
     return merged
 
 
+def _profile(
+    python: str | Path, source: Path, *, features: Sequence[str], key: str, inputs: str, log: Log
+) -> Path | None:
+    """The PGO profile of ``key``: trained once per change, shared by every platform's build."""
+    work = DIST / "pgo" / key
+    profile = work / "merged.profdata"
+    stamp = work / ".stamp"
+    want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
+    if profile.exists() and stamp.exists() and stamp.read_text() == want:
+        log(f"PGO 1-2/3: the profile of {key} is up to date, {profile.relative_to(ROOT)}")
+        return profile
+    found = pgo_profile(python, source, features, work, log)
+    if found is not None:
+        stamp.write_text(want)
+    return found
+
+
 def build_core_wheel(
     python: str | Path,
     *,
     source: Path = CORE,
     features: Sequence[str] = (),
     pgo: bool = False,
+    platform: str = "",
     log: Log = _log,
 ) -> Path:
     """The grelmicro-core wheel for ``python``, built from ``source`` unless up to date.
@@ -319,7 +365,11 @@ def build_core_wheel(
     ``features`` are cargo features added to the default ones; ``pgo`` asks
     for a profile-guided build (see the module documentation), which an
     interpreter without the jwt extra's dependencies (the training imports
-    ``grelmicro.jwt``) gets as a plain build, said in the log.
+    ``grelmicro.jwt``) gets as a plain build, said in the log. ``platform``
+    (a key of ``PLATFORMS``) links with zig for that portable target; the
+    profile is trained once per interpreter on this machine's own build and
+    used by every platform's (the Rust code is the same; musl wheels cannot
+    be loaded by this machine's glibc interpreter to train them).
     """
     if pgo and not can_train(python):
         log(f"{python}: no jwt extra dependencies to train with: a plain build, not PGO")
@@ -330,6 +380,9 @@ def build_core_wheel(
         key += "-sdist"
     if pgo:
         key += "-pgo"
+    pgo_key = key
+    if platform:
+        key += f"-{platform}"
     out = DIST / "core" / key
     stamp = out / ".stamp"
     inputs = digest(source, CORE_INPUTS)
@@ -341,9 +394,13 @@ def build_core_wheel(
         log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
         return wheel
     log(f"{key}: building the grelmicro-core wheel from {source}")
-    profile = pgo_profile(python, source, features, DIST / "pgo" / key, log) if pgo else None
+    profile = (
+        _profile(python, source, features=features, key=pgo_key, inputs=inputs, log=log)
+        if pgo
+        else None
+    )
     if profile is None:
-        wheel = _maturin(python, source, features, out, log)
+        wheel = _maturin(python, source, features, out, log, platform=platform)
     else:
         log("PGO 3/3: the wheel built with the profile")
         wheel = _maturin(
@@ -354,6 +411,7 @@ def build_core_wheel(
             log,
             rustflags=f"-Cprofile-use={profile}",
             target=TARGET / "pgo-trained",
+            platform=platform,
         )
     if not pgo or profile is not None:  # a PGO build that fell back is retried next time
         stamp.write_text(want)
@@ -474,9 +532,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--install", action="store_true", help="install it into that interpreter")
     parser.add_argument("--bench", action="store_true", help=f"with {BENCH_FEATURE} if declared")
     parser.add_argument("--pgo", action="store_true", help="a profile-guided build")
+    parser.add_argument(
+        "--platform", default="", choices=sorted(PLATFORMS), help="a portable target (zig)"
+    )
     args = parser.parse_args(argv)
     wheel = build_core_wheel(
-        args.python, features=bench_features() if args.bench else (), pgo=args.pgo
+        args.python,
+        features=bench_features() if args.bench else (),
+        pgo=args.pgo,
+        platform=args.platform,
     )
     if args.install:
         install_core(args.python, wheel)

@@ -16,6 +16,8 @@
 #   fuzz          cargo-fuzz (pinned)                                        security
 #   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
+#   release       llvm-tools and the musl target (scripts/release.sh; not part of
+#                 the test command: `bash scripts/prereqs.sh release`)
 # Debian packages are installed as root, or through `sudo -n`; without either
 # the step fails and names the packages.
 set -euo pipefail
@@ -130,10 +132,20 @@ step_interpreters() {
     fi
 }
 
+step_release() {
+    step_llvm-tools
+    local musl
+    musl="$(uname -m)-unknown-linux-musl"
+    if ! rustup target list --installed | grep -qx "$musl"; then
+        say "rustup target add $musl"
+        rustup target add "$musl"
+    fi
+}
+
 steps=("$@")
 [ "${#steps[@]}" -gt 0 ] || steps=("${ALL[@]}")
 for step in "${steps[@]}"; do
-    case " ${ALL[*]} " in
+    case " ${ALL[*]} release " in
         *" $step "*) "step_$step" ;;
         *) echo "prereqs: unknown step $step (steps: ${ALL[*]})" >&2; exit 2 ;;
     esac

@@ -20,4 +20,9 @@ if [ "$package" = grelmicro-core ] && [ "${have%%+*}" != "$cargo_version" ]; the
     echo "grelmicro-core $have does not match Cargo.toml $cargo_version" >&2
     exit 1
 fi
+# The version has its section in CHANGELOG.md (a heading naming it).
+if ! grep -Eq "^## .*${package} ${have//+/\\+}([ ,]|$)" "$ROOT/CHANGELOG.md"; then
+    echo "CHANGELOG.md has no section for $package $have" >&2
+    exit 1
+fi
 echo "package=$package"

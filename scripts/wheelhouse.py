@@ -4,18 +4,20 @@
 
 Into ``dist/wheelhouse/`` (or ``--out``): the grelmicro wheel, the
 grelmicro-core wheel of each interpreter, and the wheels of the runtime
-dependencies of the ``jwt`` and ``fastapi`` extras for each of those
-interpreters (at the versions ``scripts/requirements-dev.txt`` tests), plus a
-PEP 503 simple index beside them (``simple/<name>/index.html``). Then, in a
-fresh virtualenv::
+dependencies of the ``jwt``, ``fastapi``, ``otel`` and ``testing`` extras for
+each of those interpreters, downloaded with ``--require-hashes`` from the hash
+lock of that interpreter (``locks/<tag>.txt``, ``scripts/lock.sh``), plus a
+PEP 503 simple index beside them (``simple/<name>/index.html``, each link
+with the file's SHA-256). Then, in a fresh virtualenv::
 
     pip install --no-index --find-links dist/wheelhouse "grelmicro[jwt]"
     pip install --index-url file:///…/dist/wheelhouse/simple "grelmicro[jwt]"
 
 Our two wheels are built by ``scripts/corewheel.py`` (the ``dist/core`` and
 ``dist/py`` caches: unchanged sources are not rebuilt) for the interpreters
-named, by default the dev venv's and every other supported CPython found here
-(``corewheel.find_python``). With ``--from DIR`` the wheels already in DIR (a
+named, by default the dev venv's only (said in the log: each interpreter is
+about ten CPU-minutes). It is the quick, local form of ``scripts/release.sh``
+(a plain core for this machine's glibc). With ``--from DIR`` the wheels already in DIR (a
 release's files, every platform) are used and only a missing package is
 built. The dependencies are downloaded for each core wheel's own tags
 (``pip download --platform ... --only-binary=:all:``), so a wheelhouse for
@@ -42,10 +44,8 @@ import corewheel
 ROOT = corewheel.ROOT
 OUT = ROOT / "dist" / "wheelhouse"
 DEV_PYTHON = ROOT / ".venv" / "bin" / "python"
-DEV_REQS = ROOT / "scripts" / "requirements-dev.txt"
+LOCKS = ROOT / "locks"
 OURS = ("grelmicro", "grelmicro-core")
-# On free-threaded interpreters the last pydantic whose core builds there (as noxfile.py).
-FT_PYDANTIC = "pydantic<2.12"
 
 
 def _log(message: str) -> None:
@@ -57,11 +57,14 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirements() -> list[str]:
-    """The runtime requirements of the jwt and fastapi extras, ours left out."""
-    extras = corewheel.read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
-    specs = [str(spec) for extra in ("jwt", "fastapi") for spec in extras[extra]]
-    return [spec for spec in specs if corewheel.requirement_name(spec) not in OURS]
+def requirements(tag: str = "cp311") -> list[str]:
+    """The pinned names of ``locks/<tag>.txt``: what is asked of an index (never ours)."""
+    text = (LOCKS / f"{tag}.txt").read_text()
+    return [
+        line.split(" ", 1)[0]
+        for line in text.splitlines()
+        if "==" in line and not line.startswith((" ", "#", "-"))
+    ]
 
 
 def wheel_tags(wheel: Path) -> tuple[str, str, list[str]]:
@@ -96,17 +99,16 @@ def download_dependencies(core_wheel: Path, out: Path) -> bool:
     python_tag, abi, tags = wheel_tags(core_wheel)
     platforms = [p for tag in tags for p in compatible_platforms(tag)]
     version = f"{python_tag[2]}.{python_tag[3:]}"
-    specs = requirements()
-    constraints: list[str] = ["-c", str(DEV_REQS)]
-    if abi.endswith("t"):
-        # The tested pins do not build there: the newest of each that installs.
-        specs = [s for s in specs if corewheel.requirement_name(s) != "pydantic"] + [FT_PYDANTIC]
-        constraints = []
+    lock = LOCKS / f"{abi}.txt"
+    if not lock.exists():
+        _log(f"no hash lock {lock.relative_to(ROOT)} for {abi} (bash scripts/lock.sh writes them)")
+        return False
     cmd = [
         str(DEV_PYTHON), "-m", "pip", "download", "-q", "--disable-pip-version-check",
-        "--only-binary=:all:", "--implementation", "cp", "--python-version", version,
-        "--abi", abi, *(arg for platform in platforms for arg in ("--platform", platform)),
-        "-d", str(out), *constraints, *specs,
+        "--no-deps", "--require-hashes", "--only-binary=:all:", "--implementation", "cp",
+        "--python-version", version, "--abi", abi,
+        *(arg for platform in platforms for arg in ("--platform", platform)),
+        "-d", str(out), "-r", str(lock),
     ]  # fmt: skip
     _log(f"dependencies for {python_tag}-{abi} on {' '.join(tags)}")
     return subprocess.run(cmd, check=False).returncode == 0
@@ -149,15 +151,12 @@ def our_wheels(pythons: Sequence[str | Path], given: Path | None) -> list[Path]:
 
 
 def default_pythons() -> list[str]:
-    """The dev venv's interpreter and every other supported CPython found here."""
-    found = [str(DEV_PYTHON)]
-    for version in corewheel.OTHER_INTERPRETERS:
-        python = corewheel.find_python(version)
-        if python is not None:
-            found.append(str(python))
-        else:
-            _log(f"CPython {version} not found here: no wheels for it")
-    return found
+    """The dev venv's interpreter only, said in the log (never every CPython found)."""
+    _log(
+        f"no interpreter named: the core for {DEV_PYTHON} only (about ten CPU-minutes "
+        "per interpreter); name others to add them: bash scripts/wheelhouse.sh PYTHON ..."
+    )
+    return [str(DEV_PYTHON)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -221,7 +221,9 @@ def fixture(page: str) -> dict[str, Any]:
 def run_block(block: Block, namespace: dict[str, Any]) -> None:
     """Run one block in ``namespace``; top-level ``await`` runs on a fresh loop."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    code = compile(block.code, f"{block.page}:{block.line}", "exec", flags=flags)
+    # dont_inherit: a page runs as a module of its own, without this file's
+    # `from __future__ import annotations` (FastAPI resolves its annotations).
+    code = compile(block.code, f"{block.page}:{block.line}", "exec", flags=flags, dont_inherit=True)
     if code.co_flags & inspect.CO_COROUTINE:
 
         async def main() -> None:

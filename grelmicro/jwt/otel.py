@@ -47,6 +47,15 @@ METER_NAME = "grelmicro.jwt"
 _FETCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _VERIFY_BUCKETS = (1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 5e-3)
 
+#: Attribute names, one scheme for metrics and spans (docs/observability.md).
+_OUTCOME = "grelmicro.jwt.outcome"
+_REASON = "grelmicro.jwt.reason"
+_ISSUER = "grelmicro.jwt.issuer"
+_ALGORITHM = "grelmicro.jwt.algorithm"
+_CACHE = "grelmicro.jwt.cache"
+_SOURCE = "grelmicro.jwt.source"
+_CHECK = "grelmicro.jwt.check"
+
 #: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
 _HEADERS_KEPT = 64
 
@@ -374,11 +383,11 @@ class Reporter:
         self._count(("rejected", error.reason, None, None))
         span = self._trace.get_current_span()
         if span.is_recording():
-            span.add_event("grelmicro.jwt.refusal", {"reason": error.reason})
+            span.add_event("grelmicro.jwt.refusal", {_REASON: error.reason})
 
     def answered(self, status: int, reason: str) -> None:
         """One refusal answered by the FastAPI dependency."""
-        self._answers.add(1, {"http.response.status_code": status, "reason": reason})
+        self._answers.add(1, {"http.response.status_code": status, _REASON: reason})
 
     def watch_replay_store(self, store: object) -> None:
         """Report ``store``'s occupancy (a store that cannot say its size is left out)."""
@@ -388,7 +397,7 @@ class Reporter:
     def dpop_checked(self, error: JWTError | None) -> None:
         """One DPoP check: accepted, or refused with the reason the client is answered."""
         if error is None:
-            self._proofs.add(1, {"outcome": "accepted"})
+            self._proofs.add(1, {_OUTCOME: "accepted"})
             return
         reason = error.reason
         if getattr(error, "use_nonce", False):
@@ -397,10 +406,10 @@ class Reporter:
             reason = "dpop-replay-store-full"
         elif getattr(error, "over_quota", False):
             reason = "dpop-replay-over-quota"
-        attributes = {"outcome": "refused", "reason": reason}
+        attributes = {_OUTCOME: "refused", _REASON: reason}
         check = getattr(error, "check", None)
         if isinstance(check, str):  # the rule's name, from a fixed set in the code
-            attributes["check"] = check
+            attributes[_CHECK] = check
         self._proofs.add(1, attributes)
 
     # -- counting --------------------------------------------------------------
@@ -473,17 +482,17 @@ class Reporter:
                 value: float = max(source.wall() - health.last_success, 0.0)
             else:
                 value = int(getattr(health, field))
-            yield value, {"source": name}
+            yield value, {_SOURCE: name}
 
     def _verifications(self, verifier: _Verifier) -> Iterator[tuple[float, dict[str, Any]]]:
-        yield verifier.cache_info().hits or 0, {"outcome": "accepted", "cache": "hit"}
+        yield verifier.cache_info().hits or 0, {_OUTCOME: "accepted", _CACHE: "hit"}
         with self._lock:
             counts = [(key, cell[0]) for key, cell in self._counts.items()]
         for (outcome, reason, issuer, algorithm), value in counts:
-            named = {"reason": reason, "issuer": issuer, "algorithm": algorithm}
-            attributes = {"outcome": outcome}
+            named = {_REASON: reason, _ISSUER: issuer, _ALGORITHM: algorithm}
+            attributes = {_OUTCOME: outcome}
             if outcome == "accepted":
-                attributes["cache"] = "miss"
+                attributes[_CACHE] = "miss"
             attributes.update({name: item for name, item in named.items() if item is not None})
             yield value, attributes
 
@@ -505,16 +514,16 @@ class Reporter:
                 return
             fields = event.fields
             result = fields["result"]
-            attributes = {"result": result, "source": event.source}
+            attributes = {_OUTCOME: result, _SOURCE: event.source}
             fetches.add(1, attributes)
             fetch_duration.record(fields["duration"], attributes)
             span = tracer.start_span(
                 "grelmicro.jwt.key_fetch",
                 start_time=fields["started_ns"],
                 attributes={
-                    "grelmicro.jwt.source": event.source,
+                    _SOURCE: event.source,
                     "grelmicro.jwt.discovery": bool(fields["discovery"]),
-                    "grelmicro.jwt.result": result,
+                    _OUTCOME: result,
                 },
             )
             if result in ("failure", "error"):

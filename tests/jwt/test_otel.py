@@ -7,6 +7,7 @@ verifications, real fetches from a loopback JWKS server and real requests
 through uvicorn. Attribute values must come from bounded sets only.
 """
 
+import asyncio
 import contextlib
 import gc
 import json
@@ -127,6 +128,8 @@ def points(sink: Sinks, name: str) -> list[tuple[dict[str, Any], Any]]:
 
 
 def value_of(sink: Sinks, name: str, **attributes: Any) -> Any:
+    """The one point of ``name`` whose attributes are ``grelmicro.jwt.<keyword>``."""
+    attributes = {f"grelmicro.jwt.{key}": value for key, value in attributes.items()}
     matching = [value for found, value in points(sink, name) if found == attributes]
     assert len(matching) == 1, (name, attributes, points(sink, name))
     return matching[0]
@@ -197,7 +200,9 @@ def test_without_a_cache_every_accepted_verification_is_a_counted_miss():
         verifier.verify(mint())
     assert value_of(sink, "grelmicro.jwt.verifications", outcome="accepted", cache="hit") == 0
     accepted = [
-        v for a, v in points(sink, "grelmicro.jwt.verifications") if a.get("cache") == "miss"
+        v
+        for a, v in points(sink, "grelmicro.jwt.verifications")
+        if a.get("grelmicro.jwt.cache") == "miss"
     ]
     assert accepted == [3]
 
@@ -247,7 +252,9 @@ def test_the_algorithm_is_named_only_from_the_allowed_set():
     verifier.verify(mint())
     verifier.verify(es.mint({"aud": AUDIENCE, "iss": ISSUER, "exp": NOW + 60}))
     algorithms = sorted(
-        a["algorithm"] for a, _ in points(sink, "grelmicro.jwt.verifications") if "algorithm" in a
+        a["grelmicro.jwt.algorithm"]
+        for a, _ in points(sink, "grelmicro.jwt.verifications")
+        if "grelmicro.jwt.algorithm" in a
     )
     assert algorithms == ["ES256", "HS256"]
 
@@ -275,7 +282,7 @@ def test_a_refusal_is_an_event_on_the_current_span_carrying_the_reason(sink):
             verifier.verify(tamper(token))
     (request,) = sink.finished()  # no span per verification
     assert [(e.name, dict(e.attributes or {})) for e in request.events] == [
-        ("grelmicro.jwt.refusal", {"reason": "signature"})
+        ("grelmicro.jwt.refusal", {"grelmicro.jwt.reason": "signature"})
     ]
     assert seen == ["signature"]  # the user's hook still runs
 
@@ -334,23 +341,26 @@ def test_a_key_fetch_is_a_span_a_duration_and_a_count_and_the_keys_are_gauged(
     assert dict(span.attributes or {}) == {
         "grelmicro.jwt.source": url,
         "grelmicro.jwt.discovery": False,
-        "grelmicro.jwt.result": "success",
+        "grelmicro.jwt.outcome": "success",
     }
     assert span.status.status_code is StatusCode.UNSET
     metrics = sink.metrics()
     assert metrics["grelmicro.jwt.key_fetches"] == (
         "{fetch}",
-        [({"result": "success", "source": url}, 1)],
+        [({"grelmicro.jwt.outcome": "success", "grelmicro.jwt.source": url}, 1)],
     )
     assert metrics["grelmicro.jwt.key_fetch.duration"] == (
         "s",
-        [({"result": "success", "source": url}, 1)],
+        [({"grelmicro.jwt.outcome": "success", "grelmicro.jwt.source": url}, 1)],
     )
-    assert metrics["grelmicro.jwt.keys.ready"] == ("1", [({"source": url}, 1)])
-    assert metrics["grelmicro.jwt.keys.count"] == ("{key}", [({"source": url}, 1)])
-    assert metrics["grelmicro.jwt.keys.stale_uses"] == ("{verification}", [({"source": url}, 0)])
+    assert metrics["grelmicro.jwt.keys.ready"] == ("1", [({"grelmicro.jwt.source": url}, 1)])
+    assert metrics["grelmicro.jwt.keys.count"] == ("{key}", [({"grelmicro.jwt.source": url}, 1)])
+    assert metrics["grelmicro.jwt.keys.stale_uses"] == (
+        "{verification}",
+        [({"grelmicro.jwt.source": url}, 0)],
+    )
     # Dated on the verifier's clock (NOW here), like health().last_success.
-    assert metrics["grelmicro.jwt.keys.age"] == ("s", [({"source": url}, 0)])
+    assert metrics["grelmicro.jwt.keys.age"] == ("s", [({"grelmicro.jwt.source": url}, 0)])
     assert (
         value_of(
             sink,
@@ -376,11 +386,13 @@ def test_a_failed_fetch_is_an_error_span_a_failure_count_and_not_ready(sink):
     (span,) = sink.finished()
     assert span.name == "grelmicro.jwt.key_fetch"
     assert span.attributes is not None
-    assert span.attributes["grelmicro.jwt.result"] == "failure"
+    assert span.attributes["grelmicro.jwt.outcome"] == "failure"
     assert span.status.status_code is StatusCode.ERROR
     metrics = sink.metrics()
-    assert metrics["grelmicro.jwt.key_fetches"][1] == [({"result": "failure", "source": url}, 1)]
-    assert metrics["grelmicro.jwt.keys.ready"][1] == [({"source": url}, 0)]
+    assert metrics["grelmicro.jwt.key_fetches"][1] == [
+        ({"grelmicro.jwt.outcome": "failure", "grelmicro.jwt.source": url}, 1)
+    ]
+    assert metrics["grelmicro.jwt.keys.ready"][1] == [({"grelmicro.jwt.source": url}, 0)]
     assert "grelmicro.jwt.keys.age" not in metrics or metrics["grelmicro.jwt.keys.age"][1] == []
     assert (
         value_of(sink, "grelmicro.jwt.verifications", outcome="rejected", reason="keys-unavailable")
@@ -493,8 +505,8 @@ def test_fastapi_refusals_by_status_and_reason_through_uvicorn(sink):
     assert refusals[0] == "{response}"
     assert sorted(refusals[1], key=str) == sorted(
         [
-            ({"http.response.status_code": 401, "reason": "missing-token"}, 1),
-            ({"http.response.status_code": 401, "reason": "signature"}, 2),
+            ({"http.response.status_code": 401, "grelmicro.jwt.reason": "missing-token"}, 1),
+            ({"http.response.status_code": 401, "grelmicro.jwt.reason": "signature"}, 2),
         ],
         key=str,
     )
@@ -508,7 +520,7 @@ def test_fastapi_refusals_by_status_and_reason_through_uvicorn(sink):
         for event in span.events
         if event.name.startswith("grelmicro.")
     ]
-    assert events == [("grelmicro.jwt.refusal", {"reason": "signature"})] * 2
+    assert events == [("grelmicro.jwt.refusal", {"grelmicro.jwt.reason": "signature"})] * 2
     assert not [span for span in sink.finished() if span.name.startswith("grelmicro.")]
 
 
@@ -552,10 +564,24 @@ def test_dpop_checks_by_outcome_and_the_replay_store_through_uvicorn(sink):
     assert proofs[0] == "{proof}"
     assert sorted(proofs[1], key=str) == sorted(
         [
-            ({"outcome": "accepted"}, 1),
-            ({"outcome": "refused", "reason": "dpop-replay"}, 1),
-            ({"outcome": "refused", "reason": "dpop-proof", "check": "missing"}, 1),
-            ({"outcome": "refused", "reason": "dpop-binding", "check": "bearer"}, 1),
+            ({"grelmicro.jwt.outcome": "accepted"}, 1),
+            ({"grelmicro.jwt.outcome": "refused", "grelmicro.jwt.reason": "dpop-replay"}, 1),
+            (
+                {
+                    "grelmicro.jwt.outcome": "refused",
+                    "grelmicro.jwt.reason": "dpop-proof",
+                    "grelmicro.jwt.check": "missing",
+                },
+                1,
+            ),
+            (
+                {
+                    "grelmicro.jwt.outcome": "refused",
+                    "grelmicro.jwt.reason": "dpop-binding",
+                    "grelmicro.jwt.check": "bearer",
+                },
+                1,
+            ),
         ],
         key=str,
     )
@@ -608,9 +634,9 @@ def test_dpop_refusals_the_client_is_told_to_retry_are_counted_by_that_answer(si
         assert answers[-1] == status
 
     refused = {
-        (attributes["reason"], attributes.get("check")): value
+        (attributes["grelmicro.jwt.reason"], attributes.get("grelmicro.jwt.check")): value
         for attributes, value in points(sink, "grelmicro.jwt.dpop.proofs")
-        if attributes["outcome"] == "refused"
+        if attributes["grelmicro.jwt.outcome"] == "refused"
     }
     assert refused == {
         ("dpop-replay-store-full", None): 1,
@@ -786,7 +812,9 @@ def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
         provider.shutdown()  # takes the exporter's collector out of the global registry
 
     written = set(re.findall(r"^(grelmicro_jwt_\w+?)(?:\{| )", text, flags=re.MULTILINE))
-    read = {name for expr in expressions for name in re.findall(r"grelmicro_jwt_\w+", expr)}
+    # Metric names: what is left once the label groupings and selectors are taken out.
+    bare = [re.sub(r"by \([^)]*\)|\{[^}]*\}", "", expr) for expr in expressions]
+    read = {name for expr in bare for name in re.findall(r"grelmicro_jwt_\w+", expr)}
     assert read
     assert read <= written, read - written
     labels = set(re.findall(r"(\w+)=\"", text))
@@ -796,8 +824,26 @@ def test_the_dashboard_reads_metrics_and_labels_the_prometheus_exporter_writes(
         for group in re.findall(r"by \(([^)]*)\)", expr)
         for label in (part.strip() for part in group.split(","))
     }
-    used |= {label for expr in expressions for label in re.findall(r"(\w+)=\"", expr)}
-    assert used <= labels, used - labels
+    used |= {label for expr in expressions for label in re.findall(r"(\w+)=~?\"", expr)}
+    # job: Prometheus adds it to every series it scrapes (one per service), the
+    # exporter does not write it; every metric the panels read is filtered by it.
+    assert "job" in used
+    assert used - {"job"} <= labels, used - labels
+    legends = {
+        label
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for label in re.findall(r"\{\{(\w+)\}\}", target["legendFormat"])
+    }
+    assert legends <= labels, legends - labels
+    selections = [
+        found
+        for expr in expressions
+        for found in re.findall(r"grelmicro_jwt_\w+(\{[^}]*\})?", re.sub(r"by \([^)]*\)", "", expr))
+    ]
+    assert selections
+    assert all(found.startswith('{job=~"$job"') for found in selections), selections
+    assert [variable["name"] for variable in dashboard["templating"]["list"]] == ["job"]
 
 
 # -- the demo ----------------------------------------------------------------------------
@@ -809,9 +855,18 @@ def test_the_demo_ends_with_its_metrics(demo: tuple[str, dict[str, str]]):
     lines = blocks["metrics"].splitlines()
     assert lines[1].startswith("GET /metrics")
     found = {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in lines[2:] if line}
-    rejected = 'algorithm="",cache="",issuer="",outcome="rejected",reason="expired"'
+    rejected = ",".join(
+        f'grelmicro_jwt_{name}="{value}"'
+        for name, value in (
+            ("algorithm", ""),
+            ("cache", ""),
+            ("issuer", ""),
+            ("outcome", "rejected"),
+            ("reason", "expired"),
+        )
+    )
     assert found[f"grelmicro_jwt_verifications_total{{{rejected}}}"] == "1.0"
-    replay = 'http_response_status_code="401",reason="dpop-replay"'
+    replay = 'grelmicro_jwt_reason="dpop-replay",http_response_status_code="401"'
     assert found[f"grelmicro_jwt_http_refusals_total{{{replay}}}"] == "1.0"
     fetches = [v for k, v in found.items() if k.startswith("grelmicro_jwt_key_fetches_total{")]
     assert fetches == ["1.0"]
@@ -831,7 +886,7 @@ async def test_an_async_fetch_through_a_sync_client_is_one_span(
             assert verifier.health().ready
     assert [s.name for s in sink.finished()] == ["grelmicro.jwt.key_fetch"]
     assert points(sink, "grelmicro.jwt.key_fetches") == [
-        ({"result": "success", "source": server.url("/jwks.json")}, 1)
+        ({"grelmicro.jwt.outcome": "success", "grelmicro.jwt.source": server.url("/jwks.json")}, 1)
     ]
 
 
@@ -884,3 +939,39 @@ def test_verifiers_sharing_a_provider_are_added_up():
     accepted = {"outcome": "accepted", "cache": "miss", "issuer": ISSUER, "algorithm": "HS256"}
     assert value_of(sink, "grelmicro.jwt.verifications", **accepted) == 1 + 2
     assert value_of(sink, "grelmicro.jwt.keys.count") == 2
+
+
+def test_a_rotation_that_ends_200_counts_one_accepted_and_no_refusal(server: DocumentServer):
+    """A refetch that ended 200 counted two keys-unavailable refusals and two span events.
+
+    Telemetry wrapped the engine and counted attempts; each request's
+    outcome is now reported once, at the end of its steps.
+    """
+    sink = sinks()
+    old, new = private_key("ES256", kid="old", seed=5), private_key("ES256", kid="new", seed=6)
+    server.set("/jwks.json", {"keys": [old.public_jwk()]})
+    verifier = network_verifier(server.url("/jwks.json"), sink, cache_size=0)
+    tracer = sink.tracer_provider.get_tracer("request")
+    claims = {"aud": AUDIENCE, "iss": ISSUER, "sub": SECRET_SUB, "exp": NOW + 60}
+    try:
+        verifier.verify(old.mint(claims))
+        server.set("/jwks.json", {"keys": [old.public_jwk(), new.public_jwk()]})
+
+        async def request() -> Any:
+            with tracer.start_as_current_span("request") as span:
+                # An unannounced rotation on an event loop: one refetch, then 200.
+                await verifier.verify_async(new.mint(claims))
+            await verifier.aclose()
+            return span
+
+        span = asyncio.run(request())
+    finally:
+        verifier.close()
+    assert list(span.events) == []
+    outcomes = {
+        found.get("grelmicro.jwt.outcome")
+        for found, _ in points(sink, "grelmicro.jwt.verifications")
+    }
+    assert outcomes == {"accepted"}
+    accepted = {"outcome": "accepted", "cache": "miss", "issuer": ISSUER, "algorithm": "ES256"}
+    assert value_of(sink, "grelmicro.jwt.verifications", **accepted) == 2

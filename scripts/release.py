@@ -1,0 +1,358 @@
+"""The release tarball of one platform: what a team downloads, verifies and installs offline.
+
+    bash scripts/release.sh PYTHON [PYTHON ...]     # e.g. bash scripts/release.sh python3.11
+
+Into ``dist/release/`` (or ``--out``): ``grelmicro-<version>-linux-<arch>.tar.gz``
+and its ``.sha256``, unpacking to one directory that holds
+
+- the wheelhouse: the grelmicro wheel, a profile-guided grelmicro-core wheel
+  per interpreter and platform (``manylinux_2_17`` = manylinux2014, linked by
+  zig, checked by ``auditwheel show``; ``musllinux_1_2``), and every runtime
+  dependency of the ``jwt``, ``fastapi``, ``otel`` and ``testing`` extras for
+  each (downloaded with ``--require-hashes`` from ``locks/<tag>.txt``);
+- ``simple/``: its PEP 503 index, each link carrying the file's SHA-256;
+- ``requirements-<tag>.txt``: the install lock of each interpreter (every
+  file by hash, ``--no-index --find-links`` the directory itself), so that
+  installing is ``pip install --require-hashes -r requirements-cp311.txt``;
+- ``locks/``: the hash locks it was built from; ``sbom.cdx.json``: a
+  CycloneDX SBOM (cyclonedx-bom) listing every wheel with its hash;
+  ``SHA256SUMS``: every file.
+
+The core's profile is trained once per interpreter (``scripts/corewheel.py
+--pgo``) on this machine's own build, in a venv installed from the
+wheelhouse itself, and used by every platform's build. ``scripts/release.sh``
+runs this with the tools of ``locks/tools.txt`` (installed with
+``--require-hashes``) and ``nice -n 19``. ``grelmicro`` and ``grelmicro-core``
+are never asked of an index: another project owns those names on PyPI.
+"""
+
+# A build tool: it runs pip, maturin (through corewheel), auditwheel and cyclonedx-py.
+# ruff: noqa: S603, T201
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform as host
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import corewheel
+import lock
+import wheelhouse
+
+ROOT = corewheel.ROOT
+OUT = ROOT / "dist" / "release"
+LOCKS = ROOT / "locks"
+TOOLS = Path(sys.executable).parent
+#: Measured on this project's 2-core shared machine (docs/shipping.md, "Building a release"):
+#: one interpreter, its profile training and its two platforms' cores, under nice -n 19.
+MINUTES_PER_INTERPRETER = 26
+#: auditwheel's word for each platform's tag.
+AUDIT_TAGS = {"manylinux2014": "manylinux_2_17", "musllinux_1_2": "musllinux_1_2"}
+
+
+def _log(message: str) -> None:
+    print(f"[release] {message}", file=sys.stderr, flush=True)
+
+
+def _run(cmd: Sequence[str | Path], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    _log("$ " + " ".join(str(part) for part in cmd))
+    return subprocess.run([str(p) for p in cmd], check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file, hex."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def arch() -> str:
+    """This machine's architecture as wheel tags name it."""
+    machine = host.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def extras_for(tag: str) -> list[str]:
+    """The extras an interpreter's install lock asks for (no ``testing`` on 3.13t)."""
+    extras = lock.extras_present()
+    return [e for e in extras if not (tag.endswith("t") and e == "testing")]
+
+
+def platform_tags(platform: str) -> list[str]:
+    """The wheel platform tags a core of ``platform`` installs with (its dependencies' too)."""
+    compat, machine = platform.rsplit("-", 1)
+    newest = {
+        "manylinux2014": f"manylinux_2_17_{machine}",
+        "musllinux_1_2": f"musllinux_1_2_{machine}",
+    }
+    return wheelhouse.compatible_platforms(newest[compat])
+
+
+def download(tag: str, platform: str, out: Path) -> None:
+    """The locked dependencies of ``tag`` for ``platform``: binaries only, every hash checked."""
+    version = f"{tag[2]}.{tag[3:].removesuffix('t')}"
+    cmd: list[str | Path] = [
+        sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+        "--no-deps", "--require-hashes", "--only-binary=:all:", "--implementation", "cp",
+        "--python-version", version, "--abi", tag,
+        *(arg for p in platform_tags(platform) for arg in ("--platform", p)),
+        "-d", out, "-r", LOCKS / f"{tag}.txt",
+    ]  # fmt: skip
+    _log(f"{tag} {platform}: the locked dependencies (--require-hashes)")
+    _run(cmd)
+
+
+def training_python(python: str, tag: str, wheels: Path) -> Path:
+    """A venv of ``python`` with ``tag``'s lock installed from ``wheels`` (offline, hashed)."""
+    venv = ROOT / ".venvs" / f"release-train-{tag}"
+    vpy = venv / "bin" / "python"
+    stamp = venv / ".lock.sha256"
+    want = sha256(LOCKS / f"{tag}.txt")
+    if vpy.exists() and stamp.exists() and stamp.read_text() == want:
+        return vpy
+    shutil.rmtree(venv, ignore_errors=True)
+    _run([python, "-m", "venv", venv])
+    _run(
+        [vpy, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+         "--find-links", wheels, "--require-hashes", "-r", LOCKS / f"{tag}.txt"]
+    )  # fmt: skip
+    stamp.write_text(want)
+    return vpy
+
+
+def audit(wheel: Path, platform: str) -> str:
+    """``auditwheel show``'s verdict; fails unless it names the platform's tag."""
+    want = AUDIT_TAGS[platform.rsplit("-", 1)[0]]
+    shown = _run([TOOLS / "auditwheel", "show", wheel], capture_output=True).stdout
+    verdict = " ".join(shown.split())
+    if f'"{want}_' not in verdict:
+        raise SystemExit(f"auditwheel show {wheel.name}: not {want}:\n{shown}")
+    _log(f"auditwheel show {wheel.name}: {want} (consistent)")
+    return verdict
+
+
+def musl_loader_name(wheel: Path, machine: str) -> None:
+    """Name musl's libc as musllinux does, in place: ``libc.so`` -> ``libc.musl-<arch>.so.1``.
+
+    zig links against musl's own ``libc.so`` (its SONAME); Alpine, whose
+    images define musllinux, names it ``libc.musl-<arch>.so.1``, the name
+    auditwheel's musllinux policy allows. The loader resolves both to itself;
+    the wheel is unpacked, its extension patched (patchelf) and repacked
+    (``wheel pack`` rewrites RECORD).
+    """
+    scratch = wheel.parent / f".{wheel.stem}.unpacked"
+    shutil.rmtree(scratch, ignore_errors=True)
+    _run([sys.executable, "-m", "wheel", "unpack", "-d", scratch, wheel], capture_output=True)
+    patched = 0
+    for library in scratch.rglob("*.so"):
+        needed = _run([TOOLS / "patchelf", "--print-needed", library], capture_output=True).stdout
+        if "libc.so" in needed.split():
+            target = f"libc.musl-{machine}.so.1"
+            _run([TOOLS / "patchelf", "--replace-needed", "libc.so", target, library])
+            patched += 1
+    if patched:
+        [unpacked] = list(scratch.iterdir())
+        wheel.unlink()
+        _run(
+            [sys.executable, "-m", "wheel", "pack", "-d", wheel.parent, unpacked],
+            capture_output=True,
+        )
+        _log(f"{wheel.name}: libc.so named libc.musl-{machine}.so.1 in {patched} extension(s)")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def pgo_of(vpy: Path, wheel: Path) -> str:
+    """``grelmicro_core.PGO`` of ``wheel`` installed into a scratch target for ``vpy``."""
+    scratch = ROOT / "dist" / "release-check" / wheel.stem
+    shutil.rmtree(scratch, ignore_errors=True)
+    _run([vpy, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", scratch, wheel])
+    probe = "import grelmicro_core; print(grelmicro_core.PGO)"
+    found = _run(
+        [vpy, "-c", probe],
+        capture_output=True,
+        cwd="/",
+        env=dict(os.environ, PYTHONPATH=str(scratch)),
+    ).stdout.strip()
+    shutil.rmtree(scratch, ignore_errors=True)
+    return found
+
+
+def install_lock(tag: str, ours: dict[str, list[Path]], out: Path) -> Path:
+    """``requirements-<tag>.txt``: our wheels by hash, then the lock; installs offline."""
+    extras = ",".join(extras_for(tag))
+    lines = [
+        f"# grelmicro[{extras}] for CPython {tag[2]}.{tag[3:]} on Linux: every file by SHA-256.",
+        "# pip install --require-hashes -r THIS_FILE   (no index: the wheels beside this file)",
+        "--no-index",
+        "--find-links .",
+    ]
+    for name, files in ours.items():
+        version = corewheel.version() if name == "grelmicro" else corewheel.core_version()
+        hashes = " ".join(f"--hash=sha256:{sha256(f)}" for f in files)
+        spec = f"grelmicro[{extras}]" if name == "grelmicro" else name
+        lines.append(f"{spec}=={version} {hashes}")
+    body = (LOCKS / f"{tag}.txt").read_text()
+    path = out / f"requirements-{tag}.txt"
+    path.write_text("\n".join(lines) + "\n" + body)
+    return path
+
+
+def sbom(out: Path, work: Path) -> Path:
+    """``sbom.cdx.json`` (cyclonedx-py): every wheel of ``out``, its version and hashes."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for wheel in sorted(out.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        grouped.setdefault((wheelhouse.normalize(name), version), []).append(sha256(wheel))
+    listing = work / "sbom-requirements.txt"
+    listing.write_text(
+        "".join(
+            f"{name}=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n"
+            for (name, version), hashes in sorted(grouped.items())
+        )
+    )
+    path = out / "sbom.cdx.json"
+    _run([TOOLS / "cyclonedx-py", "requirements", "--of", "JSON", "-o", path, listing])
+    text = path.read_text()
+    missing = [w.name for w in out.glob("*.whl") if sha256(w) not in text]
+    if missing:
+        raise SystemExit(f"the SBOM lacks {missing}")
+    components = len(json.loads(text).get("components", []))
+    _log(f"sbom.cdx.json: {components} components, every wheel's SHA-256 in it")
+    return path
+
+
+def sha256sums(out: Path) -> Path:
+    """``SHA256SUMS`` of every file under ``out`` (``sha256sum -c`` format), checked."""
+    path = out / "SHA256SUMS"
+    files = sorted(p for p in out.rglob("*") if p.is_file() and p != path)
+    path.write_text("".join(f"{sha256(p)}  {p.relative_to(out).as_posix()}\n" for p in files))
+    _run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=out)
+    return path
+
+
+def pack(out: Path) -> Path:
+    """``<out>.tar.gz`` (sorted, owner 0, fixed mtime) and its ``.sha256``; the tarball."""
+    tarball = out.parent / f"{out.name}.tar.gz"
+    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0") or 0)
+
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = mtime
+        return info
+
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(out, arcname=out.name, filter=clean, recursive=False)
+        for path in sorted(out.rglob("*")):
+            tar.add(
+                path,
+                arcname=f"{out.name}/{path.relative_to(out).as_posix()}",
+                filter=clean,
+                recursive=False,
+            )
+    (out.parent / f"{tarball.name}.sha256").write_text(f"{sha256(tarball)}  {tarball.name}\n")
+    return tarball
+
+
+def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> list[Path]:
+    """The dependencies of ``tag`` into ``out``, then its profile-guided cores, checked."""
+    for platform in platforms:
+        download(tag, platform, out)
+    vpy = training_python(python, tag, out)
+    if not corewheel.can_train(vpy):
+        raise SystemExit(f"{vpy}: cannot train the profile (the jwt extra is missing)")
+    cores: list[Path] = []
+    for platform in platforms:
+        t0 = time.monotonic()
+        wheel = corewheel.build_core_wheel(vpy, pgo=True, platform=platform, log=_log)
+        _log(f"{tag} {platform}: {wheel.name} ({time.monotonic() - t0:.0f} s)")
+        shutil.copy2(wheel, out / wheel.name)
+        wheel = out / wheel.name
+        if platform.startswith("musllinux"):
+            musl_loader_name(wheel, platform.rsplit("-", 1)[1])
+        audit(wheel, platform)
+        if platform == f"manylinux2014-{arch()}":  # the one this machine can load
+            pgo = pgo_of(vpy, wheel)
+            if pgo != "trained":
+                raise SystemExit(f"{wheel.name} reports PGO={pgo!r}, not 'trained'")
+            _log(f"{wheel.name}: grelmicro_core.PGO == 'trained'")
+        cores.append(wheel)
+    return cores
+
+
+def assemble(
+    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, sbom_listing: Path | None
+) -> Path:
+    """The files beside the wheels in ``out`` (index, locks, install locks, SBOM, sums); packed.
+
+    ``cores`` maps an interpreter tag to its core wheels in ``out``; the SBOM
+    is written when ``sbom_listing`` names a scratch directory (cyclonedx-py
+    is one of the release's tools).
+    """
+    wheelhouse.write_index(out)
+    (out / "locks").mkdir(exist_ok=True)
+    for path in ("runtime.in", "tools.in", "tools.txt", *(f"{tag}.txt" for tag in cores)):
+        shutil.copy2(LOCKS / path, out / "locks" / path)
+    for tag, wheels in cores.items():
+        install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}, out)
+    if sbom_listing is not None:
+        sbom(out, sbom_listing)
+    sha256sums(out)
+    return pack(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Announce, build the cores, gather the wheelhouse, write the files, pack."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pythons", nargs="+", help="the interpreters to build the core for")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"default {OUT}")
+    parser.add_argument(
+        "--platforms",
+        default=f"manylinux2014-{arch()},musllinux_1_2-{arch()}",
+        help="comma-separated keys of corewheel.PLATFORMS (default: this architecture's two)",
+    )
+    args = parser.parse_args(argv)
+    platforms = args.platforms.split(",")
+    for platform in platforms:
+        if platform not in corewheel.PLATFORMS:
+            raise SystemExit(
+                f"unknown platform {platform} (known: {', '.join(corewheel.PLATFORMS)})"
+            )
+    if corewheel.llvm_profdata(_log) is None:
+        raise SystemExit("a release is profile-guided: `bash scripts/prereqs.sh release` first")
+    tags = {python: corewheel.interpreter_tag(python) for python in args.pythons}
+    for python, tag in tags.items():
+        if not (LOCKS / f"{tag}.txt").exists():
+            raise SystemExit(
+                f"{python} is {tag}: no locks/{tag}.txt (supported: {', '.join(lock.PYTHONS)})"
+            )
+    name = f"grelmicro-{corewheel.version().replace('+', '-')}-linux-{arch()}"
+    out = args.out.resolve() / name
+    minutes = MINUTES_PER_INTERPRETER * len(tags)
+    _log(
+        f"building {name}: the profile-guided core for {' '.join(tags.values())} "
+        f"on {' and '.join(platforms)} ({len(tags) * len(platforms)} wheels), every "
+        f"dependency from locks/; about {minutes} min on 2 shared cores "
+        f"(~{MINUTES_PER_INTERPRETER} min per interpreter, less when dist/core is up to date)"
+    )
+    started = time.monotonic()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    main_wheel = corewheel.build_grelmicro_dists(sys.executable, log=_log)
+    shutil.copy2(main_wheel, out / main_wheel.name)
+    cores = {tag: build_cores(python, tag, platforms, out) for python, tag in tags.items()}
+    tarball = assemble(out, main_wheel, cores, sbom_listing=args.out.resolve())
+    size = tarball.stat().st_size / 1e6
+    _log(f"{tarball} ({size:.1f} MB) in {(time.monotonic() - started) / 60:.1f} min")
+    print(tarball)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

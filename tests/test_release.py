@@ -1,0 +1,104 @@
+"""The release's locks and rules (scripts/lock.py, scripts/release.py, scripts/release.sh).
+
+The release build itself (minutes per interpreter) is never part of the test
+command: ``scripts/release.sh`` runs by hand and in ``release.yml``, and
+``scripts/smoke-release.sh`` installs its tarball. These check, in seconds,
+what a stale lock or a wrong rule would only show at release time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tomllib")  # scripts/ need Python 3.11+
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+sys.path.append(str(SCRIPTS))
+import corewheel  # noqa: E402
+import lock  # noqa: E402
+import release  # noqa: E402
+
+
+def test_the_locks_are_fresh_and_hash_every_pin() -> None:
+    assert lock.check() == 0, "run: bash scripts/lock.sh"
+
+
+def test_a_lock_without_hashes_or_with_a_moved_pin_is_stale(tmp_path: Path) -> None:
+    text = (ROOT / "locks" / "cp311.txt").read_text()
+    assert not lock.unhashed(text)
+    assert lock.unhashed("httpx==0.28.1\n") == ["httpx"]
+    assert (
+        lock.pins(text)["pydantic"]
+        == lock.pins((SCRIPTS / "requirements-dev.txt").read_text(), python="3.11")["pydantic"]
+    )
+    assert lock.pins('fastapi==0.162.5; python_version < "3.11"\n', python="3.11") == {}
+    assert lock.pins('fastapi==0.162.5; python_version < "3.11"\n', python="3.10") == {
+        "fastapi": "0.162.5"
+    }
+
+
+def test_the_locks_carry_every_release_extra_and_never_our_names() -> None:
+    declared = corewheel.read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
+    assert {"jwt", "fastapi", "otel", "testing"} <= set(lock.extras_present())
+    assert ("redis" in lock.extras_present()) == ("redis" in declared)
+    for tag in lock.PYTHONS:
+        names = set(lock.pins((ROOT / "locks" / f"{tag}.txt").read_text()))
+        assert not names & {"grelmicro", "grelmicro-core"}, tag
+        assert {"httpx", "pydantic", "fastapi", "opentelemetry-api"} <= names, tag
+        assert ("cryptography" in names) != tag.endswith("t"), tag
+
+
+def test_the_tools_are_locked_by_hash() -> None:
+    text = (ROOT / "locks" / "tools.txt").read_text()
+    names = set(lock.pins(text))
+    assert {"maturin", "ziglang", "auditwheel", "cyclonedx-bom", "uv"} <= names
+    assert not lock.unhashed(text)
+
+
+def test_a_core_platform_takes_dependencies_for_old_glibc_and_musl() -> None:
+    assert release.platform_tags("manylinux2014-x86_64")[0] == "manylinux_2_17_x86_64"
+    assert "manylinux2014_x86_64" in release.platform_tags("manylinux2014-x86_64")
+    assert release.platform_tags("musllinux_1_2-aarch64")[0] == "musllinux_1_2_aarch64"
+    assert corewheel.PLATFORMS["manylinux2014-x86_64"] == (
+        "x86_64-unknown-linux-gnu",
+        "manylinux2014",
+    )
+    assert corewheel.PLATFORMS["musllinux_1_2-aarch64"] == (
+        "aarch64-unknown-linux-musl",
+        "musllinux_1_2",
+    )
+    assert release.extras_for("cp313t") == [e for e in lock.extras_present() if e != "testing"]
+
+
+def test_the_install_lock_pins_our_wheels_by_hash_then_the_lock(tmp_path: Path) -> None:
+    ours = tmp_path / "grelmicro-0.90.0+jwt-py3-none-any.whl"
+    core = tmp_path / "grelmicro_core-0.9.0+jwt-cp311-cp311-manylinux_2_17_x86_64.whl"
+    ours.write_bytes(b"ours")
+    core.write_bytes(b"core")
+
+    path = release.install_lock("cp311", {"grelmicro": [ours], "grelmicro-core": [core]}, tmp_path)
+
+    text = path.read_text()
+    assert "--no-index\n--find-links .\n" in text
+    extras = ",".join(lock.extras_present())
+    assert (
+        f"grelmicro[{extras}]=={corewheel.version()} --hash=sha256:{release.sha256(ours)}" in text
+    )
+    assert (
+        f"grelmicro-core=={corewheel.core_version()} --hash=sha256:{release.sha256(core)}" in text
+    )
+    assert text.endswith((ROOT / "locks" / "cp311.txt").read_text())
+
+
+def test_release_sh_without_interpreters_prints_its_usage_and_builds_nothing() -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "release.sh")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "usage: bash scripts/release.sh" in done.stderr
+    assert "never picks interpreters" in done.stderr
