@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 __all__ = [
     "REASONS",
@@ -110,10 +110,27 @@ class UnsupportedTokenError(TokenRejectedError):
 
 
 class AlgorithmNotAllowedError(TokenRejectedError):
-    """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401."""
+    """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401.
+
+    ``refused_by`` says who refused a supported algorithm: ``"policy"``
+    (not in the verifier's ``algorithms``, or a post-quantum one not named
+    there: no key can change that) or ``"keys"`` (allowed, but no key held
+    serves it, or the key the token's ``kid`` names does not); ``None`` when
+    ``alg`` is missing or not a supported algorithm at all. ``algorithm`` is
+    the token's ``alg``: a supported name as is (the message names it too),
+    anything else capped at 128 characters and escaped, never in the
+    message. ``kid`` is set when the key the token's ``kid`` names refused.
+    """
 
     reason = "algorithm"
     detail = "The token's algorithm is not accepted."
+
+    refused_by: Literal["policy", "keys"] | None = None
+    """Who refused a supported ``alg``: the policy or the keys held."""
+    algorithm: str | None = None
+    """The token's ``alg`` (escaped and capped unless a supported name), or ``None``."""
+    kid: str | None = None
+    """The ``kid`` whose key does not serve the token's ``alg`` (capped, escaped)."""
 
 
 class UnknownKeyError(TokenRejectedError):
