@@ -278,8 +278,10 @@ class Claims(Mapping[str, Any]):
 
         A path is dotted (``"realm_access.roles"``,
         ``"resource_access.my-api.roles"``) or a sequence of claim names (for a
-        name with a dot in it). The value there is an array of strings or one
-        string (one role); anything else grants no role.
+        name with a dot in it). A string containing ``://`` is one claim name,
+        as Auth0's namespaced claims are: ``"https://example.com/roles"``. The
+        value there is an array of strings or one string (one role); anything
+        else grants no role.
 
         Raises:
             ConfigurationError: a path is empty or has an empty name.
