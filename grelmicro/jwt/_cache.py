@@ -100,11 +100,6 @@ class TokenCache:
         """``(hits, misses)`` of :attr:`verify` when built with ``count=True``."""
         return self._table.counts
 
-    @property
-    def order_length(self) -> int:
-        """Length of the insertion order (bounded like the entries)."""
-        return self._table.order_length
-
     def store(
         self,
         token: str | bytes,
