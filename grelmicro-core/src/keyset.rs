@@ -334,6 +334,11 @@ impl KeySet {
         &self.keys
     }
 
+    /// Whether some key is held under `kid` (one, or several in conflict).
+    pub(crate) fn holds_kid(&self, kid: &str) -> bool {
+        self.by_kid.contains_key(kid)
+    }
+
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
     }

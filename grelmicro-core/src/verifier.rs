@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::claims::{self, Verified};
-use crate::error::{algorithm_refused, Error, ErrorKind, RefusedBy, Result};
+use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
 use crate::key::Key;
@@ -136,18 +136,23 @@ impl Verifier {
     /// the policy leaves `alg` out (named `algorithms` without it, or an
     /// opt-in algorithm not named), or `alg` is allowed and no key serves
     /// it (named but no key of it; with no `algorithms`, the keys' own are
-    /// the allow-list).
+    /// the allow-list). A keys' refusal of a token whose `kid` names a key
+    /// held carries that `kid`: no key published later changes what it names.
     #[cold]
-    fn not_allowed(&self, alg: Algorithm) -> Error {
+    fn not_allowed(&self, alg: Algorithm, kid: Option<&str>) -> Error {
         let name = alg.name();
-        match self.policy.algorithms {
-            Some(named) if !named.contains(alg) => algorithm_refused(
-                RefusedBy::Policy,
-                alg,
-                format!("token alg {name} is not allowed by this verifier (not in its algorithms)"),
-            ),
+        let by_keys = match self.policy.algorithms {
+            Some(named) if !named.contains(alg) => {
+                return algorithm_refused(
+                    RefusedBy::Policy,
+                    alg,
+                    format!(
+                        "token alg {name} is not allowed by this verifier (not in its algorithms)"
+                    ),
+                )
+            }
             None if alg.opt_in() && self.keys.default_algorithms().contains(alg) => {
-                algorithm_refused(
+                return algorithm_refused(
                     RefusedBy::Policy,
                     alg,
                     format!(
@@ -161,6 +166,12 @@ impl Verifier {
                 .default_only(alg)
                 .unwrap_or_else(|| no_key_serves(alg)),
             Some(_) => no_key_serves(alg),
+        };
+        match kid {
+            Some(kid) if self.keys.holds_kid(kid) => {
+                by_keys.detail("kid", Detail::Text(capped(kid)))
+            }
+            _ => by_keys,
         }
     }
 
@@ -168,7 +179,7 @@ impl Verifier {
     fn decide(&self, segment: &[u8]) -> Result<(Algorithm, usize)> {
         let header = header::parse(&token::decode(segment)?, self.policy.max_depth)?;
         if !self.allows(header.alg) {
-            return Err(self.not_allowed(header.alg));
+            return Err(self.not_allowed(header.alg, header.kid.as_deref()));
         }
         self.policy.check_typ(header.typ.as_deref())?;
         let key = self
@@ -234,7 +245,6 @@ impl Verifier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Detail;
     use crate::policy::PolicyOptions;
     use aws_lc_rs::hmac;
 
@@ -370,6 +380,12 @@ mod tests {
         let (err, by, alg) = refused(&named, r#"{"alg":"HS384","kid":"a"}"#);
         assert_eq!((by, alg), (some("keys"), some("HS384")));
         assert_eq!(err.message(), "no key serves HS384, the token's alg");
+        // The kid names a key held: said, since no new key changes that.
+        assert!(err.context().contains(&("kid", Detail::Text("a".into()))));
+        let (err, ..) = refused(&named, r#"{"alg":"HS384","kid":"new"}"#);
+        assert!(!err.context().iter().any(|(name, _)| *name == "kid"));
+        let (err, ..) = refused(&named, r#"{"alg":"RS256","kid":"a"}"#);
+        assert!(!err.context().iter().any(|(name, _)| *name == "kid"));
         // No algorithms named: the keys' own are the allow-list.
         let plain = verifier(PolicyOptions::default());
         let (err, by, alg) = refused(&plain, r#"{"alg":"ES256","kid":"a"}"#);

@@ -119,7 +119,9 @@ class AlgorithmNotAllowedError(TokenRejectedError):
     ``alg`` is missing or not a supported algorithm at all. ``algorithm`` is
     the token's ``alg``: a supported name as is (the message names it too),
     anything else capped at 128 characters and escaped, never in the
-    message. ``kid`` is set when the key the token's ``kid`` names refused.
+    message. ``kid`` is set on a keys' refusal when the token's ``kid``
+    names a key held: no key published later changes what that ``kid``
+    names, so fetching keys again cannot help.
     """
 
     reason = "algorithm"
@@ -130,7 +132,7 @@ class AlgorithmNotAllowedError(TokenRejectedError):
     algorithm: str | None = None
     """The token's ``alg`` (escaped and capped unless a supported name), or ``None``."""
     kid: str | None = None
-    """The ``kid`` whose key does not serve the token's ``alg`` (capped, escaped)."""
+    """The token's ``kid`` when it names a key held that does not serve its ``alg``."""
 
 
 class UnknownKeyError(TokenRejectedError):

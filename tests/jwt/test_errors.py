@@ -377,6 +377,8 @@ def test_an_algorithm_refusal_says_whether_the_policy_or_the_keys_refused(
     assert caught.value.refused_by == refused_by
     assert caught.value.algorithm == alg
     assert str(caught.value) == message
+    # The token's kid names the key held: said on a keys' refusal only.
+    assert caught.value.kid == ("k1" if refused_by == "keys" else None)
 
 
 def test_a_kid_naming_a_key_of_another_algorithm_is_the_keys_refusal() -> None:
