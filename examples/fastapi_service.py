@@ -17,8 +17,7 @@ from fastapi import Depends, FastAPI, Response, Security, WebSocket
 from pydantic import BaseModel
 
 from grelmicro.jwt import Claims, DPoPVerifier, JWTVerifier
-from grelmicro.jwt.fastapi import JWTBearer
-from grelmicro.jwt.fastapi_dpop import DPoPBearer
+from grelmicro.jwt.fastapi import DPoPBearer, JWTBearer
 
 
 class Caller(BaseModel):

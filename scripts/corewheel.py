@@ -1,6 +1,8 @@
 """Build the grelmicro-core wheel for one interpreter: the one place that does it.
 
-    python scripts/corewheel.py PYTHON [--install] [--bench] [--pgo] [--platform P]  # its path
+    python scripts/corewheel.py PYTHON [--install] [--bench | --test-hooks] [--pgo] [--platform P]
+
+It prints the wheel's path.
 
 Imported by ``noxfile.py`` and ``bench/run.py``, run by ``scripts/setup.sh``;
 standard library only (Python 3.11+, for ``tomllib``).
@@ -9,6 +11,11 @@ A wheel is built with maturin into ``dist/core/<tag>[-<features>][-sdist]/``
 from this tree (or from the unpacked core sdist) and reused as long as the
 inputs of the build are unchanged: a stamp beside it records their digest, so
 a full test run builds each interpreter's wheel once.
+
+``--test-hooks`` adds the cargo feature of the hooks only the test suite
+reads (``TokenCache._entry``, ...): the dev venv and the test sessions ask
+for it, a release never does (the workflows build the default features),
+and a profile-guided build refuses it.
 
 ``--pgo`` makes a profile-guided build, the one the benchmarks measure and a
 release ships: an instrumented wheel is built, runs ``scripts/pgo_train.py``
@@ -50,6 +57,8 @@ DIST = ROOT / "dist"
 TARGET = CORE / "target"
 # The feature the benchmark's own build asks for when the core declares it.
 BENCH_FEATURE = "bench-hooks"
+# The feature of the hooks only the test suite reads (never in a shipped wheel).
+TEST_FEATURE = "test-hooks"
 # The workload a profile-guided build is trained on.
 PGO_TRAINER = ROOT / "scripts" / "pgo_train.py"
 
@@ -95,6 +104,11 @@ def declared_features(manifest_dir: Path = CORE) -> set[str]:
 def bench_features() -> tuple[str, ...]:
     """``("bench-hooks",)`` when the core declares that feature, else nothing."""
     return (BENCH_FEATURE,) if BENCH_FEATURE in declared_features() else ()
+
+
+def test_features() -> tuple[str, ...]:
+    """``("test-hooks",)`` when the core declares that feature, else nothing."""
+    return (TEST_FEATURE,) if TEST_FEATURE in declared_features() else ()
 
 
 def fuzz_targets() -> list[str]:
@@ -370,7 +384,10 @@ def build_core_wheel(
     profile is trained once per interpreter on this machine's own build and
     used by every platform's (the Rust code is the same; musl wheels cannot
     be loaded by this machine's glibc interpreter to train them).
+    A profile-guided build is the shipped kind: it never has the test hooks.
     """
+    if pgo and TEST_FEATURE in features:
+        raise SystemExit(f"a profile-guided build is what ships: never with {TEST_FEATURE}")
     if pgo and not can_train(python):
         log(f"{python}: no jwt extra dependencies to train with: a plain build, not PGO")
         pgo = False
@@ -530,15 +547,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("python", help="the interpreter to build for")
     parser.add_argument("--install", action="store_true", help="install it into that interpreter")
-    parser.add_argument("--bench", action="store_true", help=f"with {BENCH_FEATURE} if declared")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--bench", action="store_true", help=f"with {BENCH_FEATURE} if declared")
+    kind.add_argument(
+        "--test-hooks", action="store_true", help=f"with {TEST_FEATURE} (for the test suite)"
+    )
     parser.add_argument("--pgo", action="store_true", help="a profile-guided build")
     parser.add_argument(
         "--platform", default="", choices=sorted(PLATFORMS), help="a portable target (zig)"
     )
     args = parser.parse_args(argv)
+    features = bench_features() if args.bench else test_features() if args.test_hooks else ()
     wheel = build_core_wheel(
         args.python,
-        features=bench_features() if args.bench else (),
+        features=features,
         pgo=args.pgo,
         platform=args.platform,
     )

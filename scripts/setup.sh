@@ -31,8 +31,8 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
 fi
 [ "${1:-}" = "--tools" ] && exit 0
 
-log "the grelmicro-core wheel for this venv, built from this tree, installed with --no-index"
-WHEEL="$("$PY" "$ROOT/scripts/corewheel.py" "$PY" --install)"
+log "the grelmicro-core wheel for this venv (with the test hooks), built from this tree, installed with --no-index"
+WHEEL="$("$PY" "$ROOT/scripts/corewheel.py" "$PY" --install --test-hooks)"
 
 log "installing grelmicro[jwt] from this tree"
 "$PY" -m pip install -q --find-links "$(dirname "$WHEEL")" -e "$ROOT[jwt]"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the grelmicro-core wheel built for an interpreter into a fresh venv
-# (from DIR only, never an index) and verify a token with it. REQUIRE_PGO=trained
+# (from DIR only, never an index) and verify a token with it; a wheel carrying
+# the test suite's hooks (cargo feature test-hooks) fails. REQUIRE_PGO=trained
 # also fails a wheel that is not profile-guided.
 #   bash scripts/smoke-core-wheel.sh "python3.13t" dist     ("py -3.13" on Windows)
 set -euo pipefail
@@ -29,6 +30,10 @@ except core.CoreError as exc:
     assert exc.args[0] == "signature", exc.args
 else:
     raise SystemExit("a tampered token verified")
+hooks = [f"{cls.__name__}.{name}" for cls in (core.TokenCache, core.VerifyCall)
+         for name in ("_entry", "_keys", "_order_length", "_view_len") if hasattr(cls, name)]
+if hooks:
+    raise SystemExit(f"this wheel carries the test hooks {hooks}: built with test-hooks")
 import os
 want = os.environ.get("REQUIRE_PGO")
 if want and core.PGO != want:

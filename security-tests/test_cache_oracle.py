@@ -4,8 +4,11 @@ Attack class: making the cache answer where the core would refuse: a
 rejection remembered (or a success remembered past ``exp``), an entry
 reached by a different token (a tampered copy, another verifier, keys
 rotated since), claims mutated by one request and served to the next, an
-unbounded cache grown by a flood, and the core's header memo reused across
-key sets.
+unbounded cache grown by a flood, the core's header memo reused across
+key sets, and the test suite's introspection hooks (``TokenCache._keys``
+lists every cached token's key, the bearer tokens themselves under
+``cache_key="token"``; ``_entry`` another request's claims) shipped in the
+wheel, for any code in the process to read.
 
 References:
 - design.md §5 "The cache" (key = SHA-256 of the token by default; deadline
@@ -13,14 +16,16 @@ References:
   never cached; key rotation replaces the cache) and the header memo in
   ``grelmicro-core/src/verifier.rs``;
 - CWE-613 (insufficient expiration), CWE-345 (insufficient verification of
-  data authenticity), CWE-524 (cache containing sensitive information);
+  data authenticity), CWE-524 (cache containing sensitive information),
+  CWE-489 (active debug code);
 - RFC 6750 §5.2 (bearer tokens: lifetime and replay).
 """
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import threading
+import types
 from typing import Any
 
 import forge
@@ -248,15 +253,56 @@ def test_cached_claims_are_read_only(ring: forge.KeyRing, mode: str) -> None:
 
 
 def test_digest_mode_keeps_no_bearer_token(ring: forge.KeyRing) -> None:
+    # The shipped wheel has no hook listing the table's keys (see the next
+    # test); tests/jwt/test_cache.py reads them in a test build and finds
+    # SHA-256 digests. Here: no Python object the verifier reaches holds
+    # the token, and the str and bytes forms share the one entry.
     verifier = cached(ring, cache_key="digest")
     token = mint(ring, "HS256")
     accept(verifier, token)
-    keys = verifier._cache._table._keys()  # the core table's stored keys, in order
-    assert len(keys) == 1
-    (key,) = keys
-    assert isinstance(key, bytes)
-    assert key == hashlib.sha256(token.encode()).digest()
-    assert token.encode() not in keys
+    accept(verifier, token.encode())
+    assert verifier.cache_info().size == 1
+    held = _strings_reachable_from(verifier)
+    for needle in (token, token.encode(), token.split(".")[2]):
+        assert not any(needle in value for value in held if type(value) is type(needle))
+
+
+def test_the_wheel_ships_no_test_hooks(ring: forge.KeyRing) -> None:
+    # Built with the cargo feature test-hooks only for the test suite
+    # (scripts/corewheel.py --test-hooks); what ships is built without.
+    from grelmicro_core import _core  # noqa: PLC0415
+
+    hooks = [
+        (_core.TokenCache, "_entry"),
+        (_core.TokenCache, "_keys"),
+        (_core.TokenCache, "_order_length"),
+        (_core.VerifyCall, "_view_len"),
+    ]
+    assert [f"{cls.__name__}.{name}" for cls, name in hooks if hasattr(cls, name)] == []
+    verifier = cached(ring, cache_key="token")
+    accept(verifier, mint(ring, "HS256"))
+    assert verifier._cache is not None
+    assert not hasattr(verifier._cache._table, "_keys")
+    assert not hasattr(verifier.verify, "_view_len")
+
+
+def _strings_reachable_from(root: object) -> list[str | bytes]:
+    """Every str and bytes object reachable from ``root`` through the GC graph."""
+    found: list[str | bytes] = []
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (str, bytes)):
+            found.append(obj)
+            continue
+        stack.extend(gc.get_referents(obj))
+        if type(obj) is dict:
+            stack.extend(obj)  # str keys are not reported by the GC traversal
+    return found
 
 
 @pytest.mark.parametrize("mode", MODES)

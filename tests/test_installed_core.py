@@ -66,6 +66,18 @@ def test_the_build_says_whether_it_is_profile_guided() -> None:
     assert grelmicro_core.PGO in {"off", "trained"}
 
 
+def test_the_test_build_has_the_test_hooks() -> None:
+    # The suite reads the cache through hooks that only a core built with the
+    # cargo feature test-hooks has (scripts/corewheel.py --test-hooks, as
+    # setup.sh and the test sessions build it); the shipped kind has none
+    # (security-tests/test_cache_oracle.py::test_the_wheel_ships_no_test_hooks).
+    from grelmicro_core import _core  # noqa: PLC0415
+
+    for name in ("_entry", "_keys", "_order_length"):
+        assert hasattr(_core.TokenCache, name), name
+    assert hasattr(_core.VerifyCall, "_view_len")
+
+
 def test_pgo_training_refuses_a_core_that_is_not_instrumented() -> None:
     # Training a plain build would leave no counts and a profile-less
     # "PGO" wheel: the trainer stops first and names the module it found.

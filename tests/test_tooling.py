@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import core_source
 import forge
@@ -51,3 +52,55 @@ def test_the_tests_use_the_build_implementations() -> None:
     assert core_source.source_hash is sys.modules["grelmicro_scripts_core_source"].source_hash
     assert Path(sys.modules["jws"].__file__ or "") == ROOT / "scripts" / "jws.py"
     assert forge.mint is sys.modules["jws"].mint
+
+
+# -- the test hooks: in the test builds, never in a shipped one --------------------------------
+
+
+def _corewheel() -> Any:
+    sys.path.append(str(ROOT / "scripts"))
+    import corewheel  # noqa: PLC0415
+
+    return corewheel
+
+
+def test_a_profile_guided_build_refuses_the_test_hooks() -> None:
+    corewheel = _corewheel()
+
+    with pytest.raises(SystemExit, match="never with test-hooks"):
+        corewheel.build_core_wheel(sys.executable, features=("test-hooks",), pgo=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "features", "pgo"),
+    [
+        ([], (), False),
+        (["--pgo"], (), True),
+        (["--test-hooks"], ("test-hooks",), False),
+        (["--bench", "--pgo"], ("bench-hooks",), True),
+    ],
+)
+def test_the_command_line_adds_the_test_hooks_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    features: tuple[str, ...],
+    pgo: bool,
+) -> None:
+    corewheel = _corewheel()
+    asked: list[tuple[tuple[str, ...], bool]] = []
+
+    def build(python: str, *, features: tuple[str, ...] = (), pgo: bool = False) -> Path:
+        asked.append((tuple(features), pgo))
+        return Path("core.whl")
+
+    monkeypatch.setattr(corewheel, "build_core_wheel", build)
+    assert corewheel.main([sys.executable, *args]) == 0
+
+    assert asked == [(features, pgo)]
+    assert capsys.readouterr().out.strip() == "core.whl"
+
+
+def test_test_hooks_and_bench_hooks_are_not_asked_together() -> None:
+    with pytest.raises(SystemExit):
+        _corewheel().main([sys.executable, "--bench", "--test-hooks"])

@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::algorithm::Algorithm;
+
 /// Why a token, a key or a policy was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
@@ -18,7 +20,8 @@ pub enum ErrorKind {
     TooLarge,
     /// A JWS feature this verifier refuses (JWE, `crit`, `b64: false`).
     Unsupported,
-    /// `alg` missing, unknown, not allowed, or not the chosen key's.
+    /// `alg` missing, unknown, not allowed, or not the chosen key's. A
+    /// refusal of a known `alg` says who refused it ([`RefusedBy`]).
     Algorithm,
     /// No configured key (or more than one) could verify the token.
     UnknownKey,
@@ -225,6 +228,38 @@ impl std::error::Error for Error {}
 /// Result alias used throughout the core.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Who refused a token's (known) `alg`: the `refused_by` context of an
+/// [`ErrorKind::Algorithm`] refusal, beside the `algorithm` it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusedBy {
+    /// The verifier's allow-list leaves the algorithm out: no key, held now
+    /// or fetched later, makes the token acceptable.
+    Policy,
+    /// The algorithm is allowed, but no key held serves it (or the key the
+    /// token's `kid` names does not).
+    Keys,
+}
+
+impl RefusedBy {
+    /// The stable name carried in the context (`policy` or `keys`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RefusedBy::Policy => "policy",
+            RefusedBy::Keys => "keys",
+        }
+    }
+}
+
+/// An `algorithm` refusal of a token under `alg`, with its `refused_by` and
+/// `algorithm` context. `alg` is a name of the closed set, so `message` may
+/// name it (never any other token value).
+#[cold]
+pub(crate) fn algorithm_refused(by: RefusedBy, alg: Algorithm, message: String) -> Error {
+    Error::with(ErrorKind::Algorithm, message)
+        .detail("refused_by", Detail::Text(by.as_str().to_owned()))
+        .detail("algorithm", Detail::Text(alg.name().to_owned()))
+}
+
 /// Short constructors keep call sites readable.
 #[cold]
 pub(crate) fn malformed(message: &'static str) -> Error {
@@ -249,6 +284,20 @@ mod tests {
             assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
         }
         assert_eq!(seen.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn an_algorithm_refusal_says_who_refused_which_algorithm() {
+        let err = algorithm_refused(RefusedBy::Keys, Algorithm::PS384, "no key".into());
+        assert_eq!(err.kind(), ErrorKind::Algorithm);
+        assert_eq!(
+            err.context(),
+            &[
+                ("refused_by", Detail::Text("keys".into())),
+                ("algorithm", Detail::Text("PS384".into())),
+            ]
+        );
+        assert_eq!(RefusedBy::Policy.as_str(), "policy");
     }
 
     #[test]

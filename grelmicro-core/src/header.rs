@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use jiter::{Jiter, Peek};
 
 use crate::algorithm::Algorithm;
-use crate::error::{malformed, Error, ErrorKind, Result};
+use crate::error::{capped, malformed, Detail, Error, ErrorKind, Result};
 use crate::json::{duplicate_member, value, SkipBuilder};
 
 /// What the verifier needs from a header.
@@ -113,8 +113,10 @@ fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
         ));
     }
     let name = jiter.known_str()?;
+    // The name is the token's own text: context only (capped), never in
+    // the message.
     Algorithm::from_name(name.as_bytes()).ok_or_else(|| {
-        if name.eq_ignore_ascii_case("none") {
+        let err = if name.eq_ignore_ascii_case("none") {
             Error::new(
                 ErrorKind::Algorithm,
                 "unsecured tokens (alg none) are refused",
@@ -124,7 +126,8 @@ fn read_alg(jiter: &mut Jiter<'_>) -> Result<Algorithm> {
                 ErrorKind::Algorithm,
                 "header alg is not a supported algorithm",
             )
-        }
+        };
+        err.detail("algorithm", Detail::Text(capped(name)))
     })
 }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, AlgorithmSet};
-use crate::error::{capped, Detail, Error, ErrorKind, Result};
+use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::json::Value;
 use crate::key::Key;
 
@@ -70,8 +70,9 @@ fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
 /// verifies its family's `default` alone when the verifier names no
 /// `algorithms` (names only: both are algorithms of the closed set).
 fn default_only(default: Algorithm, alg: Algorithm) -> Error {
-    Error::with(
-        ErrorKind::Algorithm,
+    algorithm_refused(
+        RefusedBy::Keys,
+        alg,
         format!(
             "token alg {} is not accepted: a JWK without alg verifies {} only unless the \
              verifier names its algorithms (for example algorithms=[\"{}\", \"{}\"])",
@@ -246,13 +247,19 @@ impl KeySet {
             Some(Slot::One(index)) => {
                 let key = &self.keys[*index];
                 if !key.serves(alg, chosen) {
-                    if key.is_family() && key.algorithms().contains(alg) {
-                        return Err(default_only(key.algorithm(), alg));
-                    }
-                    return Err(Error::new(
-                        ErrorKind::Algorithm,
-                        "token alg does not match the key its kid names",
-                    ));
+                    let err = if key.is_family() && key.algorithms().contains(alg) {
+                        default_only(key.algorithm(), alg)
+                    } else {
+                        algorithm_refused(
+                            RefusedBy::Keys,
+                            alg,
+                            format!(
+                                "the key the token's kid names does not serve {}, the token's alg",
+                                alg.name()
+                            ),
+                        )
+                    };
+                    return Err(err.detail("kid", Detail::Text(capped(kid))));
                 }
                 return Ok(*index);
             }
@@ -325,6 +332,11 @@ impl KeySet {
 
     pub fn keys(&self) -> &[Arc<Key>] {
         &self.keys
+    }
+
+    /// Whether some key is held under `kid` (one, or several in conflict).
+    pub(crate) fn holds_kid(&self, kid: &str) -> bool {
+        self.by_kid.contains_key(kid)
     }
 
     pub fn skipped(&self) -> &[Skipped] {

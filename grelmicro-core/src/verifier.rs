@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::claims::{self, Verified};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
 use crate::key::Key;
@@ -35,6 +35,16 @@ struct HeaderMemo {
     segment: Box<[u8]>,
     alg: Algorithm,
     key: usize,
+}
+
+/// The refusal of a token whose (allowed) `alg` no key held serves.
+#[cold]
+fn no_key_serves(alg: Algorithm) -> Error {
+    algorithm_refused(
+        RefusedBy::Keys,
+        alg,
+        format!("no key serves {}, the token's alg", alg.name()),
+    )
 }
 
 /// Everything needed to check a token, fixed at construction.
@@ -122,17 +132,54 @@ impl Verifier {
         }
     }
 
+    /// Why a token under `alg` (outside [`Verifier::allows`]) is refused:
+    /// the policy leaves `alg` out (named `algorithms` without it, or an
+    /// opt-in algorithm not named), or `alg` is allowed and no key serves
+    /// it (named but no key of it; with no `algorithms`, the keys' own are
+    /// the allow-list). A keys' refusal of a token whose `kid` names a key
+    /// held carries that `kid`: no key published later changes what it names.
+    #[cold]
+    fn not_allowed(&self, alg: Algorithm, kid: Option<&str>) -> Error {
+        let name = alg.name();
+        let by_keys = match self.policy.algorithms {
+            Some(named) if !named.contains(alg) => {
+                return algorithm_refused(
+                    RefusedBy::Policy,
+                    alg,
+                    format!(
+                        "token alg {name} is not allowed by this verifier (not in its algorithms)"
+                    ),
+                )
+            }
+            None if alg.opt_in() && self.keys.default_algorithms().contains(alg) => {
+                return algorithm_refused(
+                    RefusedBy::Policy,
+                    alg,
+                    format!(
+                        "token alg {name} is not allowed by this verifier: ML-DSA \
+                         (post-quantum) algorithms are allowed only when named in algorithms"
+                    ),
+                )
+            }
+            None => self
+                .keys
+                .default_only(alg)
+                .unwrap_or_else(|| no_key_serves(alg)),
+            Some(_) => no_key_serves(alg),
+        };
+        match kid {
+            Some(kid) if self.keys.holds_kid(kid) => {
+                by_keys.detail("kid", Detail::Text(capped(kid)))
+            }
+            _ => by_keys,
+        }
+    }
+
     /// Decides algorithm and key from a header segment (no memo).
     fn decide(&self, segment: &[u8]) -> Result<(Algorithm, usize)> {
         let header = header::parse(&token::decode(segment)?, self.policy.max_depth)?;
         if !self.allows(header.alg) {
-            let default_only = (!self.chosen)
-                .then(|| self.keys.default_only(header.alg))
-                .flatten();
-            return Err(default_only.unwrap_or(Error::new(
-                ErrorKind::Algorithm,
-                "token alg is not allowed by this verifier",
-            )));
+            return Err(self.not_allowed(header.alg, header.kid.as_deref()));
         }
         self.policy.check_typ(header.typ.as_deref())?;
         let key = self
@@ -297,6 +344,89 @@ mod tests {
             Verifier::new(keys, policy).unwrap_err().kind(),
             ErrorKind::InvalidConfig
         );
+    }
+
+    /// The refusal of a token under `header` (signed by key `a`), with its
+    /// `refused_by` and `algorithm` context.
+    fn refused(v: &Verifier, header: &str) -> (Error, Option<String>, Option<String>) {
+        let token = mint(&[1; 32], header, r#"{"exp":10}"#);
+        let err = v.verify(token.as_bytes(), 0.0).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Algorithm, "{err}");
+        let text = |name: &str| {
+            err.context().iter().find_map(|(n, d)| match d {
+                Detail::Text(t) if *n == name => Some(t.clone()),
+                _ => None,
+            })
+        };
+        let (by, alg) = (text("refused_by"), text("algorithm"));
+        (err, by, alg)
+    }
+
+    #[test]
+    fn an_algorithm_refusal_says_whether_the_policy_or_the_keys_refused() {
+        let some = |by: &str| Some(by.to_owned());
+        // Named algorithms: one left out is the policy's refusal; one named
+        // but served by no key is the keys'.
+        let named = verifier(PolicyOptions {
+            algorithms: Some(vec!["HS256".into(), "HS384".into()]),
+            ..Default::default()
+        });
+        let (err, by, alg) = refused(&named, r#"{"alg":"RS256","kid":"a"}"#);
+        assert_eq!((by, alg), (some("policy"), some("RS256")));
+        assert_eq!(
+            err.message(),
+            "token alg RS256 is not allowed by this verifier (not in its algorithms)"
+        );
+        let (err, by, alg) = refused(&named, r#"{"alg":"HS384","kid":"a"}"#);
+        assert_eq!((by, alg), (some("keys"), some("HS384")));
+        assert_eq!(err.message(), "no key serves HS384, the token's alg");
+        // The kid names a key held: said, since no new key changes that.
+        assert!(err.context().contains(&("kid", Detail::Text("a".into()))));
+        let (err, ..) = refused(&named, r#"{"alg":"HS384","kid":"new"}"#);
+        assert!(!err.context().iter().any(|(name, _)| *name == "kid"));
+        let (err, ..) = refused(&named, r#"{"alg":"RS256","kid":"a"}"#);
+        assert!(!err.context().iter().any(|(name, _)| *name == "kid"));
+        // No algorithms named: the keys' own are the allow-list.
+        let plain = verifier(PolicyOptions::default());
+        let (err, by, alg) = refused(&plain, r#"{"alg":"ES256","kid":"a"}"#);
+        assert_eq!((by, alg), (some("keys"), some("ES256")));
+        assert_eq!(err.message(), "no key serves ES256, the token's alg");
+    }
+
+    #[test]
+    fn a_kid_naming_a_key_of_another_algorithm_is_the_keys_refusal() {
+        let keys = vec![
+            Arc::new(Key::secret(&[1; 32], Algorithm::HS256, Some("a".into())).unwrap()),
+            Arc::new(Key::secret(&[3; 48], Algorithm::HS384, Some("c".into())).unwrap()),
+        ];
+        let v = Verifier::new(
+            Arc::new(KeySet::new(keys).unwrap()),
+            Arc::new(Policy::new(PolicyOptions::default()).unwrap()),
+        )
+        .unwrap();
+        let (err, by, alg) = refused(&v, r#"{"alg":"HS384","kid":"a"}"#);
+        assert_eq!(
+            (by.as_deref(), alg.as_deref()),
+            (Some("keys"), Some("HS384"))
+        );
+        assert_eq!(
+            err.message(),
+            "the key the token's kid names does not serve HS384, the token's alg"
+        );
+        assert!(err.context().contains(&("kid", Detail::Text("a".into()))));
+    }
+
+    #[test]
+    fn an_unknown_alg_travels_capped_in_the_context_never_in_the_message() {
+        let v = verifier(PolicyOptions::default());
+        let long = "X".repeat(300);
+        let (err, by, alg) = refused(&v, &format!(r#"{{"alg":"{long}","kid":"a"}}"#));
+        assert_eq!(by, None);
+        assert_eq!(alg, Some("X".repeat(128)));
+        assert!(!err.message().contains("XX"), "{}", err.message());
+        let (err, _, alg) = refused(&v, r#"{"alg":"none","kid":"a"}"#);
+        assert_eq!(alg.as_deref(), Some("none"));
+        assert_eq!(err.message(), "unsecured tokens (alg none) are refused");
     }
 
     #[test]

@@ -14,7 +14,8 @@ live ones. Nothing ever walks the table.
 
 Why not a ``dict``: on free-threaded CPython 3.13 a ``dict`` lookup from a
 thread other than the one that stored the key falls back to the dict's lock
-on every call (~20 µs with ``dict.get``); see ``docs/design-notes.md``.
+on every call, so the pool threads of a server would pay it on every hit
+(``docs/design-notes.md``, ``grelmicro.jwt._cache``).
 
 The engine that verified a token says until when its answer holds (its
 ``valid_until``: ``exp`` and, under the ``max_age`` of the policy that
@@ -98,11 +99,6 @@ class TokenCache:
     def counts(self) -> tuple[int, int] | None:
         """``(hits, misses)`` of :attr:`verify` when built with ``count=True``."""
         return self._table.counts
-
-    @property
-    def order_length(self) -> int:
-        """Length of the insertion order (bounded like the entries)."""
-        return self._table.order_length
 
     def store(
         self,

@@ -119,8 +119,9 @@ class Claims(Mapping[str, Any]):
     def get(self, name: str, default: Any = None) -> Any:
         """The claim called ``name``, or ``default``."""
         # ``in`` and ``[]`` reach the proxied dict directly; the proxy's own
-        # ``get`` looks the method up on it by name (measured: ~100 more
-        # instructions a read, docs/design-notes.md). The properties below too.
+        # ``get`` looks the method up on it by name, on every read
+        # (docs/design-notes.md, ``grelmicro.jwt._claims``). The properties
+        # below too.
         data = self._data
         return data[name] if name in data else default  # noqa: SIM401
 
@@ -278,8 +279,10 @@ class Claims(Mapping[str, Any]):
 
         A path is dotted (``"realm_access.roles"``,
         ``"resource_access.my-api.roles"``) or a sequence of claim names (for a
-        name with a dot in it). The value there is an array of strings or one
-        string (one role); anything else grants no role.
+        name with a dot in it). A string containing ``://`` is one claim name,
+        as Auth0's namespaced claims are: ``"https://example.com/roles"``. The
+        value there is an array of strings or one string (one role); anything
+        else grants no role.
 
         Raises:
             ConfigurationError: a path is empty or has an empty name.

@@ -134,8 +134,9 @@ def translate(exc: CoreError) -> errors.JWTError:
 
     The core's structured context (``exc.context``) becomes attributes of the
     error: times as aware UTC datetimes (and ISO times in the message),
-    expected issuers/audiences, the token's ``kid`` (capped by the core,
-    escaped here). Runs on the error path only.
+    expected issuers/audiences, the token's ``kid`` and ``alg`` (capped by
+    the core, escaped here), who refused an ``alg`` (``refused_by``). Runs
+    on the error path only.
     """
     kind, message = exc.args
     context = exc.context
@@ -285,6 +286,12 @@ def _with_context(
     kid = context.get("kid")
     if isinstance(kid, str):
         error.kid = escape(kid)  # type: ignore[attr-defined]
+    algorithm = context.get("algorithm")
+    if isinstance(algorithm, str):
+        error.algorithm = escape(algorithm)  # type: ignore[attr-defined]
+    refused_by = context.get("refused_by")
+    if refused_by in ("policy", "keys"):
+        error.refused_by = refused_by  # type: ignore[attr-defined]
     named = context.get("claim")
     if isinstance(named, str):
         error.claim = named  # type: ignore[attr-defined]

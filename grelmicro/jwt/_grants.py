@@ -18,9 +18,15 @@ Roles
     Read from configured claim paths: ``roles`` (Entra app roles),
     ``realm_access.roles`` and ``resource_access.<client>.roles`` (Keycloak),
     ``permissions`` (Auth0), ``cognito:groups`` or ``groups``. A path is a
-    dotted string or a sequence of names (for a client id with a dot in it).
-    The value at a path is an array of strings (non-strings and empty strings
-    are skipped) or one string taken as one role; anything else grants nothing.
+    sequence of claim names; a string is split on its dots
+    (``"realm_access.roles"``), except a string containing ``://``, which is
+    one claim name: Auth0's namespaced claims are URLs
+    (``"https://example.com/roles"``), dots included, and split they would
+    silently match nothing. A name with a dot in it (a client id, or a path
+    into a URL-named claim) is given as a sequence:
+    ``("resource_access", "my.api", "roles")``. The value at a path is an
+    array of strings (non-strings and empty strings are skipped) or one
+    string taken as one role; anything else grants nothing.
 """
 
 from __future__ import annotations
@@ -84,8 +90,15 @@ def granted_scopes(claims: Mapping[str, Any], *, permissions: bool = False) -> f
     return granted
 
 
+def _names(path: str) -> RolePath:
+    """A path given as a string: split on dots, unless it is a URL (one claim name)."""
+    return (path,) if "://" in path else tuple(path.split("."))
+
+
 def role_paths(paths: str | Sequence[str | Sequence[str]] | None) -> tuple[RolePath, ...]:
     """Configured claim paths, checked once: ``"realm_access.roles"`` or ``("a", "b.c")``.
+
+    A string containing ``://`` is one claim name (``"https://example.com/roles"``).
 
     Raises:
         ConfigurationError: a path is empty or not made of non-empty names.
@@ -98,7 +111,7 @@ def role_paths(paths: str | Sequence[str | Sequence[str]] | None) -> tuple[RoleP
         raise ConfigurationError("role claim paths are a string or a list of them")
     result: list[RolePath] = []
     for path in paths:
-        names = path.split(".") if isinstance(path, str) else path
+        names = _names(path) if isinstance(path, str) else path
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise ConfigurationError(
                 "a role claim path is a dotted string such as 'realm_access.roles' "

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 __all__ = [
     "REASONS",
@@ -111,10 +111,29 @@ class UnsupportedTokenError(TokenRejectedError):
 
 
 class AlgorithmNotAllowedError(TokenRejectedError):
-    """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401."""
+    """``alg`` missing, unknown, not allowed or not the key's own. HTTP 401.
+
+    ``refused_by`` says who refused a supported algorithm: ``"policy"``
+    (not in the verifier's ``algorithms``, or a post-quantum one not named
+    there: no key can change that) or ``"keys"`` (allowed, but no key held
+    serves it, or the key the token's ``kid`` names does not); ``None`` when
+    ``alg`` is missing or not a supported algorithm at all. ``algorithm`` is
+    the token's ``alg``: a supported name as is (the message names it too),
+    anything else capped at 128 characters and escaped, never in the
+    message. ``kid`` is set on a keys' refusal when the token's ``kid``
+    names a key held: no key published later changes what that ``kid``
+    names, so fetching keys again cannot help.
+    """
 
     reason = "algorithm"
     detail = "The token's algorithm is not accepted."
+
+    refused_by: Literal["policy", "keys"] | None = None
+    """Who refused a supported ``alg``: the policy or the keys held."""
+    algorithm: str | None = None
+    """The token's ``alg`` (escaped and capped unless a supported name), or ``None``."""
+    kid: str | None = None
+    """The token's ``kid`` when it names a key held that does not serve its ``alg``."""
 
 
 class UnknownKeyError(TokenRejectedError):

@@ -207,7 +207,7 @@ def test_tokens_without_exp_are_never_stored(cache_key: str, signer: Signer):
     assert first == second == {"sub": "forever"}
     assert first is not second
     assert len(cache_of(verifier)) == 0
-    assert cache_of(verifier).order_length == 0
+    assert cache_of(verifier)._table._order_length == 0
 
 
 def test_store_keeps_nothing_without_a_valid_until():
@@ -216,7 +216,7 @@ def test_store_keeps_nothing_without_a_valid_until():
     cache.store(b"k", object(), {"sub": "forever"}, None, NOW)
 
     assert len(cache) == 0
-    assert cache.order_length == 0
+    assert cache._table._order_length == 0
 
 
 @pytest.mark.parametrize(
@@ -257,7 +257,7 @@ def test_rejections_are_never_stored(cache_key: str, token: Callable[..., str]):
                 verifier.verify(text, now=NOW)
 
     assert len(cache_of(verifier)) == 0
-    assert cache_of(verifier).order_length == 0
+    assert cache_of(verifier)._table._order_length == 0
 
 
 def test_a_rejected_token_is_accepted_once_it_becomes_valid(token: Callable[..., str]):
@@ -282,7 +282,7 @@ def test_eviction_is_fifo_and_bounded(cache_key: str, token: Callable[..., str])
     for text in tokens:
         verifier.verify(text, now=NOW)
         assert len(cache) <= 3
-        assert cache.order_length <= 3
+        assert cache._table._order_length <= 3
 
     assert [entry_for(verifier, text) is not None for text in tokens] == [False] * 3 + [True] * 3
 
@@ -316,7 +316,7 @@ def test_expired_entries_are_drained_first(cache_key: str, token: Callable[..., 
     verifier.verify(late_d, now=NOW + 20)  # room for it, yet a and b are past their deadline
 
     cache = cache_of(verifier)
-    assert len(cache) == cache.order_length == 2
+    assert len(cache) == cache._table._order_length == 2
     assert entry_for(verifier, short_a) is None
     assert entry_for(verifier, short_b) is None
     assert entry_for(verifier, long_c) is not None

@@ -216,6 +216,10 @@ ROLE_PAYLOAD: dict[str, Any] = {
     "cognito:groups": ["staff"],
     "groups": "one-group",
     "nested": {"roles": {"not": "a list"}},
+    # Auth0 namespaced claims: a URL as the claim name, dots included.
+    "https://example.com/roles": ["auditor"],
+    "https://example.com/app": {"roles": ["app-admin"]},
+    "https://example": {"com/roles": ["split-on-dots"]},
 }
 
 
@@ -235,6 +239,11 @@ ROLE_PAYLOAD: dict[str, Any] = {
         pytest.param(
             ("roles", "realm_access.roles"), {"Orders.Write", "admin", "user"}, id="union"
         ),
+        pytest.param(("https://example.com/roles",), {"auditor"}, id="url-named-claim"),
+        pytest.param(
+            (("https://example.com/app", "roles"),), {"app-admin"}, id="into-a-url-named-claim"
+        ),
+        pytest.param(("https://example.com/app.roles",), set(), id="url-string-is-one-name"),
     ],
 )
 def test_roles_from_claim_paths(
@@ -255,6 +264,8 @@ def test_has_roles(claims_for: Callable[..., Claims]):
     )
     assert not claims.has_roles("admin")
     assert not claims.has_roles("admin", "root", paths="realm_access.roles")
+    assert claims.has_roles("auditor", paths="https://example.com/roles")
+    assert not claims.has_roles("split-on-dots", paths="https://example.com/roles")
 
 
 @pytest.mark.parametrize("paths", ["", "a..b", ".roles", [""], [()], [("a", "")], 5, []])

@@ -180,7 +180,7 @@ def sample_cache(verifier: JWTVerifier, stop: threading.Event, tally: Tally) -> 
     while True:  # one sample at least, however late this thread gets to run
         cache = verifier._cache
         assert cache is not None
-        tally.cache_samples.append((len(cache), cache.order_length))
+        tally.cache_samples.append((len(cache), cache._table._order_length))
         if stop.is_set():
             return
         time.sleep(0.0005)
@@ -273,7 +273,7 @@ def test_shared_verifier_under_contention(settings: dict[str, object], fast_swit
     assert max(length for _, length in tally.cache_samples) <= CACHE_SIZE
     cache = verifier._cache
     assert cache is not None
-    assert len(cache) == cache.order_length <= CACHE_SIZE
+    assert len(cache) == cache._table._order_length <= CACHE_SIZE
     assert len(set(cache._table._keys())) == len(cache)  # each entry once in the order
     if settings.get("cache_stats"):
         info = verifier.cache_info()
@@ -309,4 +309,4 @@ def test_many_threads_same_token_get_one_answer(fast_switching: None):
     assert all(claims == {"jti": "only", "exp": NOW + 60} for claims in results)
     cache = verifier._cache
     assert cache is not None
-    assert len(cache) == cache.order_length == 1
+    assert len(cache) == cache._table._order_length == 1

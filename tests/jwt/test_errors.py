@@ -335,3 +335,74 @@ def test_reasons_table_names_every_error_class_once() -> None:
     assert all(errors.REASONS[cls.reason] is cls for cls in ERROR_CLASSES)
     with pytest.raises(TypeError):
         errors.REASONS["expired"] = JWTError  # type: ignore[index]
+
+
+# -- an algorithm refusal says who refused which algorithm ------------------------------
+
+
+LONG_SECRET = SECRET * 2  # 64 bytes or more: long enough for HS512
+
+
+@pytest.mark.parametrize(
+    ("algorithms", "alg", "refused_by", "message"),
+    [
+        pytest.param(
+            ["HS256"],
+            "RS256",
+            "policy",
+            "token alg RS256 is not allowed by this verifier (not in its algorithms)",
+            id="not-in-the-allow-list",
+        ),
+        pytest.param(
+            ["HS256", "HS512"],
+            "HS512",
+            "keys",
+            "no key serves HS512, the token's alg",
+            id="allowed-but-no-key",
+        ),
+        pytest.param(
+            None, "ES256", "keys", "no key serves ES256, the token's alg", id="keys-own-list"
+        ),
+    ],
+)
+def test_an_algorithm_refusal_says_whether_the_policy_or_the_keys_refused(
+    algorithms: list[str] | None, alg: str, refused_by: str, message: str
+) -> None:
+    verifier = JWTVerifier([Key.secret(SECRET, kid="k1")], algorithms=algorithms)
+
+    with pytest.raises(errors.AlgorithmNotAllowedError) as caught:
+        verifier.verify(mint({}, alg=alg), now=NOW)
+
+    assert caught.value.reason == "algorithm"
+    assert caught.value.refused_by == refused_by
+    assert caught.value.algorithm == alg
+    assert str(caught.value) == message
+    # The token's kid names the key held: said on a keys' refusal only.
+    assert caught.value.kid == ("k1" if refused_by == "keys" else None)
+
+
+def test_a_kid_naming_a_key_of_another_algorithm_is_the_keys_refusal() -> None:
+    verifier = JWTVerifier(
+        [Key.secret(SECRET, "HS256", kid="k1"), Key.secret(LONG_SECRET, "HS512", kid="k2")]
+    )
+
+    with pytest.raises(errors.AlgorithmNotAllowedError) as caught:
+        verifier.verify(mint({}, alg="HS512"), now=NOW)
+
+    assert (caught.value.refused_by, caught.value.algorithm) == ("keys", "HS512")
+    assert caught.value.kid == "k1"
+    assert "HS512" in str(caught.value)
+
+
+def test_an_unsupported_alg_is_an_escaped_capped_attribute_never_in_the_message() -> None:
+    verifier = JWTVerifier([Key.secret(SECRET, kid="k1")])
+    alg = "\u00e9\n" + MARK * 20
+
+    with pytest.raises(errors.AlgorithmNotAllowedError) as caught:
+        verifier.verify(mint({}, alg=alg), now=NOW)
+
+    assert caught.value.refused_by is None
+    # Capped to 128 bytes by the core ("é" is two), escaped here.
+    assert caught.value.algorithm == "\\xe9\\n" + (MARK * 20)[:125]
+    assert MARK not in str(caught.value)
+    assert MARK not in repr(caught.value)

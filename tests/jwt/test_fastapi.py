@@ -433,6 +433,30 @@ def test_roles_are_checked_only_after_the_signature_and_the_scopes_still_count()
     assert problem(no_scope)["missing"] == ["orders:read"]
 
 
+def test_a_url_named_role_claim_is_one_claim_name():
+    # Auth0 namespaced claims: "https://example.com/roles" is one claim,
+    # not the path https://example -> com/roles (which would match nothing).
+    auth = JWTBearer(make_verifier(), role_claims="https://example.com/roles")
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/audit")
+    def audit(claims: Annotated[Claims, Depends(auth.require_roles("auditor"))]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    with serve(app) as client:
+        allowed = client.get("/audit", headers=bearer(mint(**{URL_ROLES: ["auditor"]})))
+        denied = client.get("/audit", headers=bearer(mint(**{URL_ROLES: ["guest"]})))
+
+    assert auth.role_claims == ((URL_ROLES,),)
+    assert allowed.status_code == 200
+    assert denied.status_code == 403
+    assert problem(denied)["missing"] == ["auditor"]
+
+
+URL_ROLES = "https://example.com/roles"
+
+
 @pytest.mark.parametrize("roles", [(), ("",), (5,)])
 def test_require_roles_needs_role_names(roles):
     with pytest.raises(ConfigurationError, match="role"):

@@ -29,7 +29,7 @@ from grelmicro.jwt import (
     Key,
     ReplayStore,
 )
-from grelmicro.jwt.fastapi_dpop import DPoPBearer
+from grelmicro.jwt.fastapi import DPoPBearer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
@@ -436,3 +436,15 @@ def test_the_demo_exercises_its_dpop_route(demo: tuple[str, dict[str, str]]):
         assert "GET /dpop/items" in block
         assert status in block, block
         assert detail in block, block
+
+
+def test_the_former_module_re_exports_the_same_objects() -> None:
+    import grelmicro.jwt.fastapi as fastapi  # noqa: PLC0415
+    import grelmicro.jwt.fastapi_dpop as former  # noqa: PLC0415
+
+    assert former.__all__ == ["DPoPBearer", "DPoPBinding"]
+    assert set(former.__all__) <= set(fastapi.__all__)
+    for name in former.__all__:
+        assert getattr(former, name) is getattr(fastapi, name), name
+    assert fastapi.DPoPBearer is DPoPBearer
+    assert fastapi.DPoPBinding.__module__ == "grelmicro.jwt.fastapi._dpop"

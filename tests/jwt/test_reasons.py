@@ -21,7 +21,7 @@ def test_every_class_is_listed_under_its_own_reason():
 
 def test_problem_body_details_are_for_known_reasons():
     fastapi = pytest.importorskip("grelmicro.jwt.fastapi")
-    fastapi_dpop = pytest.importorskip("grelmicro.jwt.fastapi_dpop")
+    fastapi_dpop = pytest.importorskip("grelmicro.jwt.fastapi._dpop")
 
     for reason in fastapi._DETAILS:
         assert issubclass(REASONS[reason], TokenRejectedError), reason

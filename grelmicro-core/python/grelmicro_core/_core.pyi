@@ -1,8 +1,10 @@
 """Type stub of the compiled module ``grelmicro_core._core``.
 
 Only the API is declared: the methods whose names start with an underscore
-(``TokenCache._entry``, ``_keys``, ``VerifyCall._view_len``) are hooks for
-the test suite, not part of it.
+(``TokenCache._entry``, ``_keys``, ``_order_length``,
+``VerifyCall._view_len``) are hooks for the test suite, not part of it, and
+exist only in a core built with the ``test-hooks`` cargo feature (never a
+released wheel). Being private names, stubtest leaves them out either way.
 """
 
 from collections.abc import Callable, Sequence
@@ -187,9 +189,6 @@ class TokenCache:
     @property
     def counts(self) -> tuple[int, int] | None:
         """``(hits, misses)`` of ``verify`` when built with ``count=True``, else None."""
-    @property
-    def order_length(self) -> int:
-        """Length of the insertion order (bounded like the entries)."""
     @property
     def max_size(self) -> int:
         """The bound on the number of entries."""

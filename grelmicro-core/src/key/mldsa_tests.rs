@@ -12,6 +12,7 @@ use aws_lc_rs::signature::{
 };
 
 use super::*;
+use crate::error::Detail;
 use crate::json::Value;
 use crate::keyset::KeySet;
 use crate::policy::{Policy, PolicyOptions};
@@ -294,10 +295,13 @@ fn mldsa_is_allowed_only_when_named() {
     let mixed = verifier(vec![signer.key(), hmac], None).unwrap();
     assert!(mixed.allows(Algorithm::HS256));
     assert!(!mixed.allows(Algorithm::MlDsa65));
-    assert_eq!(
-        kind(mixed.verify(token.as_bytes(), 0.0)),
-        ErrorKind::Algorithm
-    );
+    let err = mixed.verify(token.as_bytes(), 0.0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Algorithm);
+    // A key serves it: the refusal is the policy's, and names the algorithm.
+    assert!(err
+        .context()
+        .contains(&("refused_by", Detail::Text("policy".into()))));
+    assert!(err.message().contains("ML-DSA-65"), "{}", err.message());
     // Named, it verifies.
     let named = verifier(vec![signer.key()], Some(vec!["ML-DSA-65"])).unwrap();
     assert!(named.verify(token.as_bytes(), 0.0).is_ok());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::types::PyType;
 
 use super::input_bytes;
 use super::raw::SlotClass;
@@ -400,6 +400,7 @@ impl PyTokenCache {
     }
 
     /// For tests: `(deadline, value, stored_at)` stored for `token`, or None.
+    #[cfg(feature = "test-hooks")]
     fn _entry(
         &self,
         py: Python<'_>,
@@ -413,17 +414,19 @@ impl PyTokenCache {
     }
 
     /// For tests: the stored keys (digests, or token bytes), oldest first.
-    fn _keys<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+    #[cfg(feature = "test-hooks")]
+    fn _keys<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, pyo3::types::PyBytes>> {
         self.inner
             .keys()
             .iter()
-            .map(|k| PyBytes::new(py, k))
+            .map(|k| pyo3::types::PyBytes::new(py, k))
             .collect()
     }
 
-    /// Length of the insertion order (bounded like the entries).
+    /// For tests: length of the insertion order (bounded like the entries).
+    #[cfg(feature = "test-hooks")]
     #[getter]
-    fn order_length(&self) -> usize {
+    fn _order_length(&self) -> usize {
         self.inner.order_len()
     }
 

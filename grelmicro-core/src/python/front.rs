@@ -325,6 +325,7 @@ impl PyVerifyCall {
     }
 
     /// For tests: entries in the calling thread's view (None: no fresh view).
+    #[cfg(feature = "test-hooks")]
     fn _view_len(&self) -> Option<usize> {
         let generation = self.shared.generation.load(Ordering::Acquire);
         fresh_route(self.shared.id, generation)?;

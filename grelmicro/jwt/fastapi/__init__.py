@@ -29,12 +29,17 @@ The dependency answers as RFC 6750 says a bearer-token resource server must:
 With :meth:`JWTBearer.install` the bodies are RFC 9457 problem details
 (``application/problem+json``) carrying the same reason. Verification runs
 inline on the event loop: a verification (or a cache hit) costs far less than a
-hop to a worker thread. This package (with ``grelmicro.jwt.fastapi_dpop``) is
-the only part of ``grelmicro.jwt`` that imports FastAPI.
+hop to a worker thread. This package is the only part of ``grelmicro.jwt``
+that imports FastAPI (``grelmicro.jwt.fastapi_dpop``, the former home of the
+DPoP classes, re-exports them from here).
 
-The package, top down: ``_bearer`` (the flow), ``_bindings`` (checks of
-sender-constrained tokens), ``_presentation`` (reading the credentials),
-``_challenges`` (refusals and problem bodies), ``_app`` (app wiring).
+DPoP (RFC 9449): :class:`DPoPBearer` is a :class:`JWTBearer` whose
+:class:`DPoPBinding` checks DPoP-bound tokens and their proofs.
+
+The package, top down: ``_dpop`` (DPoP: its binding and bearer),
+``_bearer`` (the flow), ``_bindings`` (checks of sender-constrained
+tokens), ``_presentation`` (reading the credentials), ``_challenges``
+(refusals and problem bodies), ``_app`` (app wiring).
 """
 
 from grelmicro.jwt.errors import REASONS, TokenRejectedError
@@ -42,6 +47,7 @@ from grelmicro.jwt.fastapi._app import check_routes
 from grelmicro.jwt.fastapi._bearer import JWTBearer
 from grelmicro.jwt.fastapi._bindings import Binding, CertificateBinding, certificate_thumbprint
 from grelmicro.jwt.fastapi._challenges import BearerError, problem_response
+from grelmicro.jwt.fastapi._dpop import DPoPBearer, DPoPBinding
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation
 
 __all__ = [
@@ -49,6 +55,8 @@ __all__ = [
     "BearerError",
     "Binding",
     "CertificateBinding",
+    "DPoPBearer",
+    "DPoPBinding",
     "JWTBearer",
     "Presentation",
     "certificate_thumbprint",

@@ -82,6 +82,9 @@ class JWTBearer(SecurityBase):
         role_claims: the claim paths roles are read from (default ``"roles"``):
             ``"realm_access.roles"``, ``"resource_access.<client>.roles"``,
             ``"permissions"``, ``"groups"``, ``"cognito:groups"``, or a list.
+            A dotted string walks into objects, except one containing ``://``:
+            that is one claim name (Auth0's ``"https://example.com/roles"``);
+            a tuple of names gives a name with a dot in it.
         bindings: checks of sender-constrained tokens (``cnf``), such as
             :class:`CertificateBinding`; a token bound by a method no binding
             checks is refused.

@@ -8,7 +8,7 @@ or ``dpop-binding`` for ``cnf.jkt``): never accepted as a plain bearer token.
 
 - :class:`CertificateBinding` (this module): RFC 8705 certificate-bound
   tokens, ``cnf.x5t#S256`` against the client certificate.
-- :class:`~grelmicro.jwt.fastapi_dpop.DPoPBinding`: RFC 9449 DPoP, ``cnf.jkt``
+- :class:`~grelmicro.jwt.fastapi.DPoPBinding`: RFC 9449 DPoP, ``cnf.jkt``
   against the proof's key.
 """
 
