@@ -58,6 +58,14 @@ def _frozen(data: Mapping[str, Any]) -> MappingProxyType[str, Any]:
     return MappingProxyType({key: _freeze(item) for key, item in data.items()})
 
 
+#: The slot the payload lives in (the member ``__slots__`` made), kept under a
+#: private name: the core writes it once when it builds claims, and ``_data``
+#: itself becomes a read-only property (below), so neither ``claims._data =``
+#: nor ``object.__setattr__(claims, "_data", ...)`` can re-point claims that
+#: the cache shares with later requests.
+PAYLOAD_SLOT = "_Claims__payload"
+
+
 def _rebuild(data: dict[str, Any]) -> Claims:
     """Unpickle: freeze the plain copy again."""
     return Claims(data)
@@ -100,7 +108,20 @@ class Claims(Mapping[str, Any]):
     _data: MappingProxyType[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = _frozen(data)
+        try:
+            _PAYLOAD.__get__(self)
+        except AttributeError:
+            _PAYLOAD.__set__(self, _frozen(data))
+            return
+        # A Claims served from the cache is shared by later requests: it
+        # cannot be pointed at other claims after it was built.
+        raise AttributeError("Claims is immutable: build a new Claims instead of re-initialising")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Claims is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Claims is immutable: cannot delete {name!r}")
 
     # -- Mapping -----------------------------------------------------------
 
@@ -351,3 +372,8 @@ class Claims(Mapping[str, Any]):
     def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
         """The JSON schema of ``Claims`` (in OpenAPI documents): a JSON object."""
         return {"type": "object", "additionalProperties": True, "title": "Claims"}
+
+
+_PAYLOAD: Any = Claims.__dict__["_data"]
+type.__setattr__(Claims, PAYLOAD_SLOT, _PAYLOAD)
+type.__setattr__(Claims, "_data", property(_PAYLOAD.__get__, doc="The payload (read-only)."))
