@@ -273,7 +273,7 @@ def test_a_token_value_cannot_close_its_quotes(verifier: JWTVerifier, seen: str)
     assert '"' not in inner.replace('\\"', "")
     assert "\n" not in message
     assert "\u2028" not in message
-    assert "near miss" not in message
+    assert message.endswith(f'expected "{ISSUER}"')  # no near miss outside the quotes
 
 
 @pytest.mark.parametrize(
@@ -281,7 +281,6 @@ def test_a_token_value_cannot_close_its_quotes(verifier: JWTVerifier, seen: str)
     [
         "http://idp.example.com",  # the scheme and a trailing slash
         "http://IDP.example.com/",  # the scheme and the case
-        "evil://idp.example.com/",  # a scheme that is no slip
         "x https://idp.example.com/",
         "https://evil.example/?https://idp.example.com/",
         "idp.example.com/",
