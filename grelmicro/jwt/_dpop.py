@@ -25,19 +25,25 @@ the window always finds it; after it the core refuses the proof by its
 
 The verifier talks to its store through :class:`ReplayBackend`, one method:
 record this replay key for this client key until then, and say whether it
-was new. :class:`ReplayStore` is the in-process default; a store shared by
-several processes (Redis ``SET NX``, say) is the user's to plug in.
+was new. :class:`ReplayStore` is the in-process default;
+:class:`~grelmicro.jwt.RedisReplayStore` is the one a fleet shares (one
+round trip per proof, the same rules, fail closed when Redis is down).
 
 - Entries are a 32-byte digest (SHA-256 over the key thumbprint and the
   ``jti``, computed by the core): fixed size, no proof text kept, and one
   client's ``jti`` cannot collide with another's.
-- Fairness: each client key (thumbprint) may hold at most ``max_per_key``
-  live entries (1/128 of the store by default). A key over its quota is
-  refused alone (:class:`DPoPReplayError` with ``over_quota``, answered 429):
-  the proofs of every other key are still recorded until the whole store
-  holds ``max_size`` live entries, and only then is a new proof refused
-  (``store_full``, answered 503). To fill the store an attacker needs 128
-  keys, each with its own valid access token bound to it.
+- Fairness (the fair-share rule): a client key (thumbprint) may record a
+  proof only while it holds fewer live entries than the store's free room
+  divided by the number of client keys holding entries (itself included),
+  and never more than ``max_per_key`` (1/128 of the store by default). A
+  key over its share is refused alone (:class:`DPoPReplayError` with
+  ``over_quota``, answered 429); a key with no entry is always let in while
+  the store has room, so only about as many keys as the store has entries
+  can fill it (each with its own valid access token bound to it), and only
+  then is a new proof refused (``store_full``, answered 503). Whatever a set
+  of keys does, its entries expire within one window and their shares then
+  leave room for the rest. Both refusals carry ``retry_after``: the time
+  until the key's own oldest entry expires, or the store's oldest.
 - The store is split into shards by key thumbprint (``hash()`` is salted
   per process), each a ``dict`` plus a ``deque`` in insertion order and a
   live count per client key, behind its own small lock (a check-and-insert
@@ -61,10 +67,14 @@ several processes (Redis ``SET NX``, say) is the user's to plug in.
   160 bytes (the digest, a dict slot, a float, two deque slots); a client
   key with live entries about 100 more.
 
-Size the store for the peak rate of proofs times the window: the default,
-131,072 entries (about 20 MB when full) over a 70 s window, holds ~1,870
-proofs/s in all and ~14 proofs/s (1,024 live) from any one key. A service
-with a few very busy clients raises ``max_per_key``.
+Size the store for the peak rate of proofs times the window, twice over
+when many keys are busy at once: with k keys each holding h entries, the
+shares stop them at h < max_size / (2k), so busy keys share half the store
+and the other half stays free for newcomers. The default, 131,072 entries
+(about 20 MB when full) over a 70 s window, holds ~1,870 proofs/s from keys
+sending one proof a window, ~935 proofs/s when every key is busy, and ~14
+proofs/s (1,024 live) from any one key. A service with a few very busy
+clients raises ``max_per_key``.
 """
 
 from __future__ import annotations
@@ -121,9 +131,12 @@ def _number(value: object, name: str, *, positive: bool) -> float:
 class ReplayBackend(Protocol):
     """Where a :class:`DPoPVerifier` remembers the proofs it accepted.
 
-    :class:`ReplayStore` is the in-process one (the default). Implement this
-    to share the memory between processes, for example in Redis: with one
-    store per process, each of N workers accepts a captured proof once.
+    :class:`ReplayStore` is the in-process one (the default);
+    :class:`~grelmicro.jwt.RedisReplayStore` shares the memory between
+    processes (with one store per process, each of N workers accepts a
+    captured proof once). An async app's path also uses an optional
+    ``async def record_async(key, owner, *, now, until) -> bool`` when the
+    store has one.
     """
 
     def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
@@ -144,7 +157,8 @@ class ReplayBackend(Protocol):
 
         Raises:
             DPoPReplayError: the proof cannot be recorded (``store_full``,
-                ``over_quota``); any other exception refuses the request too.
+                ``over_quota``, ``unavailable``; with ``retry_after`` when
+                known); any other exception refuses the request too.
         """
         ...
 
