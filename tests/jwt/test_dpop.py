@@ -765,3 +765,32 @@ def test_the_rsa_signer_is_a_real_rsa_key():
     # The table's weak-RSA case must fail for its size, not for its shape.
     signer = private_key("RS256")
     assert signer.private.key_size == 2048
+
+
+# -- issue 33, N20: one RSA key, one thumbprint ----------------------------------------------
+
+
+def _zero_padded(value: str) -> str:
+    import base64  # noqa: PLC0415
+
+    return b64url(b"\x00" + base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+
+
+@pytest.mark.parametrize("member", ["n", "e"])
+def test_rsa_members_with_leading_zeros_have_no_thumbprint(member: str):
+    signer = ProofSigner("RS256")
+    assert jwk_thumbprint(signer.jwk) == signer.jkt
+    padded = {**signer.jwk, member: _zero_padded(signer.jwk[member])}
+    with pytest.raises(InvalidKeyError, match="leading zero"):
+        jwk_thumbprint(padded)
+
+
+def test_a_proof_whose_rsa_key_is_zero_padded_is_refused():
+    from forge import thumbprint  # noqa: PLC0415
+
+    signer = ProofSigner("PS256")
+    padded = {**signer.jwk, "n": _zero_padded(signer.jwk["n"])}
+    token = access_token(thumbprint(padded))  # bound to the padded form's thumbprint
+    with pytest.raises(DPoPProofError) as caught:
+        check(DPoPVerifier(), token, signer.proof(access_token=token, header={"jwk": padded}))
+    assert caught.value.check == "key"
