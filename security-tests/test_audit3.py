@@ -300,7 +300,7 @@ def test_n20_a_dpop_proof_with_a_zero_padded_key_is_refused():
             uri=support.ORIGIN + "/items",
         )
     assert caught.value.reason == "dpop-proof"
-    assert caught.value.check == "key"  # type: ignore[attr-defined]
+    assert caught.value.check == "jwk"  # type: ignore[attr-defined]
 
 
 # -- N24: cached claims cannot be re-pointed ------------------------------------------------

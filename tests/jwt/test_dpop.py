@@ -793,4 +793,4 @@ def test_a_proof_whose_rsa_key_is_zero_padded_is_refused():
     token = access_token(thumbprint(padded))  # bound to the padded form's thumbprint
     with pytest.raises(DPoPProofError) as caught:
         check(DPoPVerifier(), token, signer.proof(access_token=token, header={"jwk": padded}))
-    assert caught.value.check == "key"
+    assert caught.value.check == "jwk"

@@ -153,7 +153,7 @@ def _b64url(data: bytes) -> str:
 
 
 def _public_members() -> dict[str, str]:
-    n = _RSA.public_key().public_numbers().n
+    n = _RSA.public_numbers().n
     modulus = n.to_bytes((n.bit_length() + 7) // 8, "big")
     return {
         "rsa-n": _b64url(modulus),
