@@ -7,7 +7,6 @@ in separate processes: a captured proof is accepted once across them with
 :class:`RedisReplayStore`, once per process without it.
 """
 
-
 import logging
 import os
 import subprocess

@@ -230,9 +230,9 @@ def _networks(
     if isinstance(trusted_proxies, str):
         trusted_proxies = [trusted_proxies]
     try:
-        given = list(trusted_proxies)
+        given: list[object] = list(trusted_proxies)
     except TypeError:
-        given = [None]
+        given = [trusted_proxies]  # not iterable: refused as an entry below
     networks = []
     for entry in given:
         network = _network(entry)
