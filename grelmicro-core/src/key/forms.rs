@@ -6,6 +6,7 @@
 
 use aws_lc_rs::signature::ParsedPublicKey;
 
+use super::KeyType;
 use crate::der;
 use crate::json::SkipBuilder;
 
@@ -380,4 +381,44 @@ pub(super) fn is_public_key(secret: &[u8]) -> bool {
         .collect();
     base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_binary(&der))
         || is_mangled_base64_der(unmarked)
+}
+
+/// The texts a public key's members are shown as, each a candidate
+/// HMAC secret that must never be accepted beside that key: the members
+/// (RSA `n` and `e`, EC `x` and `y`, the OKP `x`, the AKP `pub`) and the
+/// whole key bytes, raw, in base64url (with and without padding), standard
+/// base64 (with and without padding) and hex (both cases).
+pub(super) fn member_texts(bytes: &[u8], kty: KeyType) -> Vec<Vec<u8>> {
+    let mut members: Vec<&[u8]> = vec![bytes];
+    match kty {
+        KeyType::Rsa => {
+            if let Ok((n, e)) = der::rsa_components(bytes) {
+                members.extend([n, e]);
+            }
+        }
+        KeyType::Ec => {
+            if let Some(coordinates) = bytes.strip_prefix(&[0x04]) {
+                let (x, y) = coordinates.split_at(coordinates.len() / 2);
+                members.extend([x, y]);
+            }
+        }
+        KeyType::Okp | KeyType::Akp | KeyType::Oct => {}
+    }
+    let mut texts = Vec::with_capacity(members.len() * 7);
+    for member in members {
+        let url = base64_simd::URL_SAFE_NO_PAD.encode_to_string(member);
+        let url_padded = base64_simd::URL_SAFE.encode_to_string(member);
+        let standard = base64_simd::STANDARD.encode_to_string(member);
+        let standard_bare = base64_simd::STANDARD_NO_PAD.encode_to_string(member);
+        let hex: String = member.iter().map(|b| format!("{b:02x}")).collect();
+        texts.push(member.to_vec());
+        for text in [url, url_padded, standard, standard_bare] {
+            texts.push(text.into_bytes());
+        }
+        texts.push(hex.to_ascii_uppercase().into_bytes());
+        texts.push(hex.into_bytes());
+    }
+    texts.sort();
+    texts.dedup();
+    texts
 }
