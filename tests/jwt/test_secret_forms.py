@@ -211,7 +211,7 @@ def test_a_secret_equal_to_a_member_of_a_key_beside_it_is_withdrawn(
 
     jwk = private_key(alg, kid="pub").public_jwk()
     text = jwk[member]
-    if len(text) < 43:  # RSA e ("AQAB"): too short for any secret, refused as weak
+    if member in ("n", "e"):  # refused alone: an RSA modulus's shape, or too short ("AQAB")
         with pytest.raises(InvalidKeyError):
             Key.secret(text, "HS256")
         return
