@@ -235,6 +235,16 @@ def test_d5_a_token_forged_from_the_public_jwks_cannot_be_configured(name: str):
     assert text[:16] not in str(caught.value)
 
 
+@pytest.mark.parametrize("member", ["x", "y"])
+def test_d5_an_ec_member_beside_its_key_is_withdrawn(member: str):
+    """An EC ``x`` is any 32 bytes; the key beside it is what gives it away."""
+    public = forge.jwk(RING.p256.public_key(), kid="pub", alg="ES256")
+    text = public[member]
+    forged = forge.mint({"alg": "HS256", "kid": "hs"}, support.payload(), text.encode())
+    verifier = JWTVerifier([Key.secret(text, "HS256", kid="hs"), Key.jwk(public)])
+    support.reject(verifier, forged, "unknown-key")
+
+
 # -- N19: messages a token cannot forge ------------------------------------------------
 
 
