@@ -643,7 +643,11 @@ mod tests {
         // beside the key it belongs to, in the forms a JWKS or a tool shows.
         let public = ed25519(ED_1, "EdDSA", Some("ed"));
         let x = crate::token::decode(ED_1.as_bytes()).unwrap();
-        let hex: String = x.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = x.iter().fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        });
         let standard = base64_simd::STANDARD.encode_to_string(&x);
         for text in [
             ED_1.as_bytes().to_vec(),

@@ -410,7 +410,7 @@ pub(super) fn member_texts(bytes: &[u8], kty: KeyType) -> Vec<Vec<u8>> {
         let url_padded = base64_simd::URL_SAFE.encode_to_string(member);
         let standard = base64_simd::STANDARD.encode_to_string(member);
         let standard_bare = base64_simd::STANDARD_NO_PAD.encode_to_string(member);
-        let hex: String = member.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = to_hex(member);
         texts.push(member.to_vec());
         for text in [url, url_padded, standard, standard_bare] {
             texts.push(text.into_bytes());
@@ -421,4 +421,15 @@ pub(super) fn member_texts(bytes: &[u8], kty: KeyType) -> Vec<Vec<u8>> {
     texts.sort();
     texts.dedup();
     texts
+}
+
+/// Lower-case hex of `bytes`.
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
 }

@@ -860,7 +860,11 @@ const RFC7638_N: &str = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbb
 fn the_bare_text_of_a_public_member_is_no_secret() {
     // Issue 33, D5: an RSA `n` or an ML-DSA `pub` pasted as an HMAC secret.
     let n = token::decode(RFC7638_N.as_bytes()).unwrap();
-    let hex: String = n.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = n.iter().fold(String::new(), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    });
     let standard = base64_simd::STANDARD.encode_to_string(&n);
     let mldsa = token::encode(&[0x5a; 1312]);
     let mldsa_87 = base64_simd::STANDARD.encode_to_string([0xa5; 2592]);
