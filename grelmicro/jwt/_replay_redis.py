@@ -133,8 +133,8 @@ class RedisReplayStore:
             :meth:`record` in a worker thread.
         prefix: the keys' hash tag: ``{prefix}:seen``, ``{prefix}:owners``,
             ``{prefix}:key:<thumbprint>``. One per fleet that shares proofs.
-        max_size: live entries the store holds at most (about 250 bytes each
-            in Redis).
+        max_size: live entries the store holds at most (about 300 bytes each
+            in Redis: some 160 MB when full at the default).
         max_per_key: live entries one client key holds at most (default
             ``max_size // 128``); a key's fair share may be lower.
         timeout: seconds to connect and to wait for an answer, each.
@@ -154,7 +154,7 @@ class RedisReplayStore:
         client: Any = None,
         async_client: Any = None,
         prefix: str = "grelmicro:dpop",
-        max_size: int = 1_048_576,
+        max_size: int = 524_288,
         max_per_key: int | None = None,
         timeout: float = 0.25,
         max_connections: int = 64,
