@@ -137,6 +137,25 @@ def test_uvicorn_with_two_workers_accepts_a_proof_once(redis_server: RedisServer
     assert pids  # the pids that served (two when the kernel spread the connections)
 
 
+def test_two_workers_with_redis_killed_accept_nothing(tmp_path: Path):
+    """``uvicorn --workers 2``, Redis killed mid-run: 503 on both workers, no second acceptance."""
+    signer = ProofSigner("ES256", seed=8)
+    token = fresh_token(signer)
+    captured = dpop_headers(signer, token)
+    with RedisServer(tmp_path) as server, uvicorn_process(server.url, workers=2) as url:
+        first = get(url, captured)
+        assert server.process is not None
+        server.process.kill()  # not a clean shutdown
+        server.process.wait(10)
+        down = [get(url, captured) for _ in range(6)]
+        down += [get(url, dpop_headers(signer, token)) for _ in range(6)]
+    assert first.status_code == 200
+    for response in down:
+        assert response.status_code == 503
+        assert response.json()["reason"] == "dpop-replay-store-unavailable"
+        assert response.headers["retry-after"] == "1"
+
+
 # -- Redis down: fail closed, or the explicit fallback ------------------------------------
 
 
