@@ -292,7 +292,7 @@ class RedisReplayStore:
     def _answer(self, answer: Any, now: float) -> bool:
         if self._down:
             self._down = False
-            logger.warning(
+            logger.info(
                 "DPoP replay store %s reachable again", self.prefix,
                 extra={"jwt_event": "dpop.replay_store.up"},
             )  # fmt: skip
