@@ -350,9 +350,13 @@ def test_an_envoy_xfcc_header(pki: PKI):
         no_cert = client.get(
             "/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": "Hash=abc"})
         )
+        unbound = client.get(
+            "/me", headers=bearer(mint(), **{"X-Forwarded-Client-Cert": "Hash=abc"})
+        )
 
     assert own.status_code == 200
     assert reason(no_cert) == "certificate-binding"
+    assert unbound.status_code == 200  # no certificate named: an unbound token stays served
 
 
 def test_the_thumbprint_is_rfc_8705s(pki: PKI):

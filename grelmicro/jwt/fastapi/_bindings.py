@@ -262,10 +262,10 @@ class CertificateBinding(Binding):
     implements the extension.
 
     A request is refused (``certificate-binding``) when the header from a
-    trusted proxy cannot be read as one certificate (several PEM
-    certificates, two header lines, a malformed ``X-Forwarded-Client-Cert``),
+    trusted proxy is ambiguous (several PEM certificates, two header lines,
+    two ``Cert`` pairs, an ``X-Forwarded-Client-Cert`` that does not parse),
     or when the TLS connection carries a client certificate that is not the
-    one the header names.
+    one the header names. A header that names no certificate counts as none.
 
     Args:
         trusted_header: the header the proxy puts the client certificate in
@@ -376,7 +376,9 @@ class CertificateBinding(Binding):
             _xfcc_certificate(text) if self.header_format == "xfcc" else _pem_to_der(unquote(text))
         )
         if header is None:
-            raise _UnusableHeaderError
+            # No certificate in it (no Cert pair, not PEM): none was shown,
+            # unless the connection shows one (a bound token is refused then).
+            return connection
         if connection is not None and not hmac.compare_digest(connection, header):
             raise _UnusableHeaderError
         return header
