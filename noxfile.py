@@ -119,6 +119,17 @@ def cargo_version(sub: str) -> str | None:
     return words[1] if found.returncode == 0 and len(words) > 1 else None
 
 
+#: Where Debian puts daemons such as nginx (not on every PATH).
+SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+
+
+def require_servers(session: nox.Session) -> None:
+    """The nginx and redis-server binaries the tests start on 127.0.0.1 (`prereqs.sh servers`)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
+    for name in ("nginx", "redis-server"):
+        require(session, shutil.which(name, path=path) is not None, name, "servers")
+
+
 def require_tools(session: nox.Session, step: str, *names: str) -> None:
     """Each of ``names`` on PATH, or the session fails naming ``step``."""
     for name in names:
@@ -259,6 +270,7 @@ UNIT_ELSEWHERE = ("tests/test_docs_snippets.py", OIDC_TESTS, "tests/core/test_fr
 def unit(session: nox.Session) -> None:
     """The main Python tests, plain pytest in the dev venv (real HTTP(S) JWKS servers, uvicorn)."""
     dev(session)
+    require_servers(session)
     ignore = [f"--ignore={path}" for path in UNIT_ELSEWHERE]
     session.run(str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", *ignore, *session.posargs)
 
@@ -320,6 +332,7 @@ def docs(session: nox.Session) -> None:
     installed = stamp.exists() and stamp.read_text().strip() == want
     require(session, installed, "the docs tools of docs/requirements.txt", "docs")
     require_tools(session, "docs", "chromium", "chromedriver")
+    require_servers(session)
     shutil.rmtree(ROOT / "site", ignore_errors=True)
     env = {"NO_MKDOCS_2_WARNING": "1"}
     session.run(str(PY), "-m", "mkdocs", "build", "--strict", "--site-dir", "site", env=env)
@@ -548,6 +561,7 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
         pip_install(session, vpy, "-r", str(DEV_REQS))
         # The provider's tests need its npm package (`prereqs.sh oidc`).
         require(session, OIDC_PROVIDER.is_dir(), "oauth2-mock-server (tests/oidc)", "oidc")
+        require_servers(session)
         select = ("tests",)
     session.log(corewheel.check_installed(vpy, wheels_only=True))
     with tempfile.TemporaryDirectory() as outside, session.chdir(outside):

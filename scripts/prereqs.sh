@@ -16,13 +16,15 @@
 #   fuzz          cargo-fuzz (pinned)                                        security
 #   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
+#   servers       nginx and redis-server (Debian packages; the tests start
+#                 their own instances on 127.0.0.1, never the system service) unit, security
 #   release       llvm-tools and the musl target (scripts/release.sh; not part of
 #                 the test command: `bash scripts/prereqs.sh release`)
 # Debian packages are installed as root, or through `sudo -n`; without either
 # the step fails and names the packages.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters)
+ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters servers)
 # Tool pins (noxfile.py checks the same).
 CARGO_FUZZ_VERSION="0.13.2"
 
@@ -117,6 +119,25 @@ step_llvm-tools() {
         say "rustup component add llvm-tools"
         rustup component add llvm-tools
     fi
+}
+
+step_servers() {
+    # The certificate-binding tests put a real nginx in front of the app, the
+    # DPoP tests share a real Redis between workers; each test starts its own
+    # server on a free port. The packages' services are not needed: where
+    # no policy-rc.d keeps them from starting, one is written for the install.
+    local missing=0
+    PATH="$PATH:/usr/sbin:/sbin"
+    command -v nginx >/dev/null 2>&1 || missing=1
+    command -v redis-server >/dev/null 2>&1 || missing=1
+    [ "$missing" = 0 ] && return 0
+    local policy=/usr/sbin/policy-rc.d written=0
+    if [ ! -e "$policy" ] && [ "$(id -u)" = 0 ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && written=1
+    fi
+    apt_install nginx redis-server || { [ "$written" = 1 ] && rm -f "$policy"; return 1; }
+    [ "$written" = 1 ] && rm -f "$policy"
+    return 0
 }
 
 step_interpreters() {

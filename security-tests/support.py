@@ -141,20 +141,22 @@ def call(
     *,
     method: str = "GET",
     base_url: str = ORIGIN,
+    client: tuple[str, int] = ("127.0.0.1", 123),
 ) -> Any:
     """One request to ``app`` through ``httpx.ASGITransport``; the ``httpx.Response``.
 
     ``headers`` is a mapping or a list of pairs (two pairs of one name are
-    sent as two headers).
+    sent as two headers); ``client`` is the peer the app sees
+    (``scope["client"]``).
     """
     import asyncio  # noqa: PLC0415
 
     import httpx  # noqa: PLC0415
 
     async def send() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
-            return await client.request(method, path, headers=headers)
+        transport = httpx.ASGITransport(app=app, client=client)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as http:
+            return await http.request(method, path, headers=headers)
 
     return asyncio.run(send())
 

@@ -49,6 +49,10 @@ RING = forge.KeyRing()
 CLIENT = ProofSigner("ES256", seed=200)
 
 
+#: The peer httpx's ASGI transport reports: the proxy, in these cases.
+PROXIES = ["127.0.0.1"]
+
+
 def token(**claims: Any) -> str:
     return forge.mint({"alg": "HS256", "typ": "at+jwt"}, support.payload(**claims), ISSUER_SECRET)
 
@@ -132,7 +136,12 @@ def test_a_bound_token_is_never_a_bearer_token(name: str):
 
 @pytest.mark.parametrize("name", sorted(UNREADABLE))
 def test_an_unreadable_cnf_is_refused(name: str):
-    app = app_for(JWTBearer(verifier(), bindings=[CertificateBinding(trusted_header="X-Cert")]))
+    app = app_for(
+        JWTBearer(
+            verifier(),
+            bindings=[CertificateBinding(trusted_header="X-Cert", trusted_proxies=PROXIES)],
+        )
+    )
     headers = {**bearer(token(cnf=UNREADABLE[name])), "X-Cert": quote(CERT.decode())}
     support.refused_with(support.call(app, "/items", headers), 401, "binding")
 
@@ -183,7 +192,7 @@ def with_tls(app: FastAPI, chain: list[str]) -> Any:
 
 
 def test_the_certificate_from_the_trusted_header_is_checked():
-    app = cert_app(trusted_header="X-Client-Cert")
+    app = cert_app(trusted_header="X-Client-Cert", trusted_proxies=PROXIES)
     good = support.call(app, "/items", {**bearer(CERT_TOKEN), "X-Client-Cert": quote(CERT)})
     assert (good.status_code, good.json()) == (200, {"sub": "user-1"})
     cases = {
@@ -203,7 +212,7 @@ def test_the_certificate_from_the_trusted_header_is_checked():
 
 def test_a_header_the_binding_was_not_told_to_trust_is_ignored():
     """Any client can send X-Client-Cert; only a proxy that sets it may be trusted."""
-    for app in (cert_app(), cert_app(trusted_header="X-SSL-Client-Cert")):
+    for app in (cert_app(), cert_app(trusted_header="X-SSL-Client-Cert", trusted_proxies=PROXIES)):
         headers = {**bearer(CERT_TOKEN), "X-Client-Cert": quote(CERT)}
         support.refused_with(support.call(app, "/items", headers), 401, "certificate-binding")
 
@@ -218,7 +227,9 @@ def test_the_tls_extension_certificate_is_checked():
 
 def test_an_envoy_xfcc_header_is_read_when_trusted():
     xfcc = f'By=spiffe://api;Hash=00;Cert="{quote(CERT)}";Subject="CN=client-a"'
-    app = cert_app(trusted_header="X-Forwarded-Client-Cert", header_format="xfcc")
+    app = cert_app(
+        trusted_header="X-Forwarded-Client-Cert", trusted_proxies=PROXIES, header_format="xfcc"
+    )
     ok = support.call(app, "/items", {**bearer(CERT_TOKEN), "X-Forwarded-Client-Cert": xfcc})
     assert ok.status_code == 200
     other = xfcc.replace(quote(CERT), quote(OTHER_CERT))
@@ -227,14 +238,14 @@ def test_an_envoy_xfcc_header_is_read_when_trusted():
 
 
 def test_a_certificate_route_still_refuses_dpop_and_other_methods():
-    app = cert_app(trusted_header="X-Client-Cert")
+    app = cert_app(trusted_header="X-Client-Cert", trusted_proxies=PROXIES)
     for name, reason in (("jkt-and-x5t", "dpop-binding"), ("x5t-and-jwk", "unchecked-binding")):
         headers = {**bearer(token(cnf=BOUND[name][0])), "X-Client-Cert": quote(CERT)}
         support.refused_with(support.call(app, "/items", headers), 401, reason)
 
 
 def test_required_certificate_binding_refuses_unbound_tokens():
-    app = cert_app(trusted_header="X-Client-Cert", required=True)
+    app = cert_app(trusted_header="X-Client-Cert", trusted_proxies=PROXIES, required=True)
     headers = {**bearer(token()), "X-Client-Cert": quote(CERT)}
     support.refused_with(support.call(app, "/items", headers), 401, "certificate-binding")
 

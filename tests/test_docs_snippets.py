@@ -9,11 +9,14 @@ as errors, a time limit. A block may opt out only with a
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from daemons import RedisServer
 
 RUNNER = Path(__file__).with_name("docs_snippets.py")
 
@@ -30,8 +33,15 @@ PAGES = [page for page in snippets.pages() if snippets.extract(page)]
 MAX_SKIPPED_SHARE = 0.15
 
 
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis for the pages that show the shared DPoP replay store (``REDIS_URL``)."""
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[snippets.relative(page) for page in PAGES])
-def test_page_examples_run(page: Path) -> None:
+def test_page_examples_run(page: Path, redis_url: str) -> None:
     result = subprocess.run(
         [sys.executable, "-W", "error", str(RUNNER), str(page)],
         capture_output=True,
@@ -39,6 +49,7 @@ def test_page_examples_run(page: Path) -> None:
         timeout=120,
         check=False,
         cwd=snippets.ROOT,
+        env={**os.environ, "REDIS_URL": redis_url},
     )
     assert result.returncode == 0, result.stderr[-6000:]
     assert " blocks ran" in result.stdout

@@ -57,6 +57,9 @@ pub struct KeySet {
 }
 
 const CONFLICT: &str = "two different keys share this kid; the kid is unusable";
+const EXPOSED: &str = "this HMAC secret is the text of a public key member (n, e, x, y or pub) \
+                       of another key in the set: anyone holding that public key could forge \
+                       tokens; the secret is not used";
 
 fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
     let err = Error::new(ErrorKind::UnknownKey, message);
@@ -185,14 +188,27 @@ impl KeySet {
     /// Marks the usable keys; refuses a set with none.
     fn finish(mut self, failure: ErrorKind) -> Result<KeySet> {
         let by_kid = &self.by_kid;
-        self.usable = self
-            .keys
+        let keys = &self.keys;
+        let mut exposed = Vec::new();
+        self.usable = keys
             .iter()
-            .map(|k| match k.kid() {
-                Some(kid) => matches!(by_kid.get(kid), Some(Slot::One(_))),
-                None => true,
+            .map(|k| {
+                // A secret that is the text of a public member of a key in
+                // the same set is no secret (issue 33, D5): withdrawn.
+                if keys.iter().any(|public| k.secret_is_member_of(public)) {
+                    exposed.push(Skipped {
+                        kid: k.kid().map(str::to_owned),
+                        reason: EXPOSED.to_owned(),
+                    });
+                    return false;
+                }
+                match k.kid() {
+                    Some(kid) => matches!(by_kid.get(kid), Some(Slot::One(_))),
+                    None => true,
+                }
             })
             .collect();
+        self.skipped.extend(exposed);
         // Keys under a conflicting kid still count here, so a token naming
         // that kid is refused as unknown-key (what it is), not as algorithm.
         self.algorithms = self
@@ -246,6 +262,12 @@ impl KeySet {
         match self.by_kid.get(kid) {
             Some(Slot::One(index)) => {
                 let key = &self.keys[*index];
+                if !self.usable[*index] {
+                    return Err(unknown_key(
+                        "the key this kid names is not used (listed as skipped)",
+                        Some(kid),
+                    ));
+                }
                 if !key.serves(alg, chosen) {
                     let err = if key.is_family() && key.algorithms().contains(alg) {
                         default_only(key.algorithm(), alg)
@@ -273,7 +295,7 @@ impl KeySet {
         }
         let mut found = None;
         for index in &self.kidless {
-            if self.keys[*index].serves(alg, chosen) {
+            if self.usable[*index] && self.keys[*index].serves(alg, chosen) {
                 if found.is_some() {
                     return Err(unknown_key(
                         "several keys without a kid could verify this token",
@@ -624,5 +646,45 @@ mod tests {
         assert!(KeySet::from_jwks(doc.as_bytes(), true, 3).is_err());
         assert!(KeySet::from_jwks(b"{}", true, 3).is_err());
         assert!(KeySet::from_jwks(b"[]", true, 3).is_err());
+    }
+
+    #[test]
+    fn a_secret_that_is_a_public_members_text_is_withdrawn() {
+        // Issue 33, D5: an Ed25519 `x` (any 32 bytes may be one, so no rule
+        // on the secret alone can see it) configured as an HMAC secret
+        // beside the key it belongs to, in the forms a JWKS or a tool shows.
+        let public = ed25519(ED_1, "EdDSA", Some("ed"));
+        let x = crate::token::decode(ED_1.as_bytes()).unwrap();
+        let hex = x.iter().fold(String::new(), |mut out, b| {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{b:02x}");
+            out
+        });
+        let standard = base64_simd::STANDARD.encode_to_string(&x);
+        for text in [
+            ED_1.as_bytes().to_vec(),
+            hex.into_bytes(),
+            standard.into_bytes(),
+            x,
+        ] {
+            let exposed =
+                Arc::new(Key::secret(&text, Algorithm::HS256, Some("hs".into())).unwrap());
+            let set = KeySet::new(vec![public.clone(), exposed]).unwrap();
+            assert_eq!(set.skipped().len(), 1);
+            assert_eq!(set.skipped()[0].kid.as_deref(), Some("hs"));
+            assert!(set.skipped()[0].reason.contains("public key member"));
+            let err = set.select(Some("hs"), Algorithm::HS256, false).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::UnknownKey);
+            assert!(set.select(Some("ed"), Algorithm::EdDSA, false).is_ok());
+        }
+        // Alone, or beside another key, the same secret is a secret.
+        let text = ED_1.as_bytes();
+        let alone = Arc::new(Key::secret(text, Algorithm::HS256, None).unwrap());
+        let set = KeySet::new(vec![alone.clone(), ed25519(ED_2, "EdDSA", Some("other"))]).unwrap();
+        assert!(set.skipped().is_empty());
+        // Kid-less, withdrawn too: a kid-less token finds the public key only.
+        let set = KeySet::new(vec![alone, ed25519(ED_1, "EdDSA", None)]).unwrap();
+        assert_eq!(set.skipped().len(), 1);
+        assert!(set.select(None, Algorithm::HS256, false).is_err());
     }
 }

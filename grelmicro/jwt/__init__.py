@@ -32,6 +32,7 @@ from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
 from grelmicro.jwt._profiles import access_token_profile
+from grelmicro.jwt._replay_redis import RedisReplayStore
 from grelmicro.jwt._verifier import CacheInfo, JWTVerifier, VerifyFunction
 from grelmicro.jwt.errors import (
     AccessDeniedError,
@@ -104,6 +105,7 @@ __all__ = [
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",
+    "RedisReplayStore",
     "ReplayBackend",
     "ReplayStore",
     "TokenIssuedInFutureError",

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from grelmicro.jwt import _core
-from grelmicro.jwt._claims import Claims
+from grelmicro.jwt._claims import PAYLOAD_SLOT, Claims
 
 __all__ = ["Engine", "TokenCache"]
 
@@ -69,9 +69,9 @@ class TokenCache:
             verify=verify,
             claims=claims,
             # The core stores the payload in one slot of a new instance
-            # without running its __init__ (Claims: ``_data``; the core's
-            # payload is already the read-only mapping __init__ would make).
-            claims_slot="_data" if claims is Claims else claims_slot,
+            # without running its __init__ (Claims: its payload slot; the
+            # core's payload is already the read-only mapping __init__ would make).
+            claims_slot=PAYLOAD_SLOT if claims is Claims else claims_slot,
             clock=clock,
             count=count,
         )

@@ -3,7 +3,7 @@
 A verified payload may be served from the cache to many requests at once, so
 nothing reachable from a :class:`Claims` can be changed: arrays arrive as
 tuples and objects, the top level included, as read-only mapping proxies (the
-core builds them that way and stores the top level in the private ``_data``
+core builds them that way and stores the top level in the private payload
 slot without a Python frame), and there is no way to set an item. Claims built
 in Python (``Claims(mapping)``, unpickling, pydantic) freeze a copy of what
 they are given the same way. :meth:`Claims.to_dict` hands out a deep, mutable
@@ -58,6 +58,15 @@ def _frozen(data: Mapping[str, Any]) -> MappingProxyType[str, Any]:
     return MappingProxyType({key: _freeze(item) for key, item in data.items()})
 
 
+#: The slot the payload lives in (``__payload``, name-mangled): the core writes
+#: it once when it builds claims (this class's ``__init__`` does not run then)
+#: and the methods read it; ``_data`` is a read-only view of it for everyone
+#: else (below), so neither ``claims._data = ...``, ``del claims._data`` nor
+#: ``object.__setattr__(claims, "_data", ...)`` can re-point claims that the
+#: cache shares with later requests, and ``__init__`` runs once.
+PAYLOAD_SLOT = "_Claims__payload"
+
+
 def _rebuild(data: dict[str, Any]) -> Claims:
     """Unpickle: freeze the plain copy again."""
     return Claims(data)
@@ -95,26 +104,39 @@ class Claims(Mapping[str, Any]):
     # read-only mapping proxy: the core stores its payload there directly on
     # every verification (this __init__ does not run then); here, for claims
     # built in Python, a frozen copy, so no mutable dict is shared.
-    __slots__ = ("_data",)
+    __slots__ = ("__payload",)
 
-    _data: MappingProxyType[str, Any]
+    __payload: MappingProxyType[str, Any]
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = _frozen(data)
+        try:
+            _PAYLOAD.__get__(self)
+        except AttributeError:
+            _PAYLOAD.__set__(self, _frozen(data))
+            return
+        # A Claims served from the cache is shared by later requests: it
+        # cannot be pointed at other claims after it was built.
+        raise AttributeError("Claims is immutable: build a new Claims instead of re-initialising")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Claims is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Claims is immutable: cannot delete {name!r}")
 
     # -- Mapping -----------------------------------------------------------
 
     def __getitem__(self, name: str) -> Any:
-        return self._data[name]
+        return self.__payload[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+        return iter(self.__payload)
 
     def __len__(self) -> int:
-        return len(self._data)
+        return len(self.__payload)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._data
+        return name in self.__payload
 
     def get(self, name: str, default: Any = None) -> Any:
         """The claim called ``name``, or ``default``."""
@@ -122,36 +144,36 @@ class Claims(Mapping[str, Any]):
         # ``get`` looks the method up on it by name, on every read
         # (docs/design-notes.md, ``grelmicro.jwt._claims``). The properties
         # below too.
-        data = self._data
+        data = self.__payload
         return data[name] if name in data else default  # noqa: SIM401
 
     def keys(self) -> KeysView[str]:
         """The claim names (a read-only view)."""
-        return self._data.keys()
+        return self.__payload.keys()
 
     def values(self) -> ValuesView[Any]:
         """The claim values (a read-only view)."""
-        return self._data.values()
+        return self.__payload.values()
 
     def items(self) -> ItemsView[str, Any]:
         """``(name, value)`` pairs (a read-only view)."""
-        return self._data.items()
+        return self.__payload.items()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Claims):
-            return self._data == other._data
+            return self.__payload == other.__payload
         if isinstance(other, Mapping):
-            return bool(_thaw(self._data) == _thaw(dict(other)))
+            return bool(_thaw(self.__payload) == _thaw(dict(other)))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        shown = {k: self._data[k] for k in ("iss", "sub", "exp") if k in self._data}
-        return f"Claims({shown!r}, {len(self._data)} claims)"
+        shown = {k: self.__payload[k] for k in ("iss", "sub", "exp") if k in self.__payload}
+        return f"Claims({shown!r}, {len(self.__payload)} claims)"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (_thaw(self._data),))
+        return (_rebuild, (_thaw(self.__payload),))
 
     def __copy__(self) -> Claims:
         return self  # immutable: a copy may be the same object
@@ -186,7 +208,7 @@ class Claims(Mapping[str, Any]):
             raise ConfigurationError("require() takes a class as kind, such as str or int")
         shown = ascii(name[:64])[1:-1] if isinstance(name, str) else "(not a string)"
         try:
-            value = self._data[name]
+            value = self.__payload[name]
         except (KeyError, TypeError):
             missing = MissingClaimError(f"the token has no {shown} claim")
             missing.claim = shown
@@ -209,19 +231,19 @@ class Claims(Mapping[str, Any]):
     @property
     def subject(self) -> str | None:
         """``sub``: who the token is about."""
-        data = self._data
+        data = self.__payload
         return data["sub"] if "sub" in data else None  # noqa: SIM401
 
     @property
     def issuer(self) -> str | None:
         """``iss``: who issued the token."""
-        data = self._data
+        data = self.__payload
         return data["iss"] if "iss" in data else None  # noqa: SIM401
 
     @property
     def audience(self) -> tuple[str, ...]:
         """``aud`` as a tuple (a single string becomes a one-element tuple)."""
-        data = self._data
+        data = self.__payload
         aud = data["aud"] if "aud" in data else None  # noqa: SIM401
         if aud is None:
             return ()
@@ -232,25 +254,25 @@ class Claims(Mapping[str, Any]):
     @property
     def token_id(self) -> str | None:
         """``jti``: the token's unique identifier."""
-        data = self._data
+        data = self.__payload
         return data["jti"] if "jti" in data else None  # noqa: SIM401
 
     @property
     def expires_at(self) -> datetime | None:
         """``exp`` as an aware UTC datetime."""
-        data = self._data
+        data = self.__payload
         return _time(data["exp"]) if "exp" in data else None
 
     @property
     def issued_at(self) -> datetime | None:
         """``iat`` as an aware UTC datetime."""
-        data = self._data
+        data = self.__payload
         return _time(data["iat"]) if "iat" in data else None
 
     @property
     def not_before(self) -> datetime | None:
         """``nbf`` as an aware UTC datetime."""
-        data = self._data
+        data = self.__payload
         return _time(data["nbf"]) if "nbf" in data else None
 
     @property
@@ -299,7 +321,7 @@ class Claims(Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """A deep, mutable copy in plain dicts and lists."""
-        result: dict[str, Any] = _thaw(self._data)
+        result: dict[str, Any] = _thaw(self.__payload)
         return result
 
     def to_model(self, model: type[T]) -> T:
@@ -354,3 +376,9 @@ class Claims(Mapping[str, Any]):
     def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
         """The JSON schema of ``Claims`` (in OpenAPI documents): a JSON object."""
         return {"type": "object", "additionalProperties": True, "title": "Claims"}
+
+
+_PAYLOAD: Any = Claims.__dict__[PAYLOAD_SLOT]
+# ``_data``: the payload for readers outside the class, read-only (a property
+# has no setter, so ``object.__setattr__(claims, "_data", ...)`` fails too).
+type.__setattr__(Claims, "_data", property(_PAYLOAD.__get__, doc="The payload (read-only)."))

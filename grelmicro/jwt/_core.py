@@ -114,6 +114,7 @@ __all__ = [
     "escape",
     "invalid_now",
     "near_miss",
+    "quoted",
     "raise_translated",
     "translate",
 ]
@@ -202,15 +203,42 @@ def escape(text: str, limit: int = 128) -> str:
     return ascii(text[:limit])[1:-1]
 
 
+def quoted(text: str, limit: int = 128) -> str:
+    r"""``text`` in double quotes, made safe to log: capped, with ``"`` and ``\`` escaped.
+
+    Printable ASCII stays as it is; every other character is escaped as in
+    Python (``\n``, ``\x07``, ``\u2028``), so a quoted value can never
+    close its quotes or start a new line.
+    """
+    out = []
+    for char in text[:limit]:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif " " <= char <= "~":
+            out.append(char)
+        else:
+            out.append(ascii(char)[1:-1])
+    return '"' + "".join(out) + '"'
+
+
 def _quoted(values: tuple[str, ...], limit: int, most: int = 4) -> str:
-    shown = ", ".join(f'"{escape(v, limit)}"' for v in values[:most])
+    shown = ", ".join(quoted(v, limit) for v in values[:most])
     return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
-def _bare(text: str) -> str:
-    """``text`` without its scheme, trailing slashes and case (for near misses)."""
-    _, sep, rest = text.partition("://")
-    return (rest if sep else text).rstrip("/").casefold()
+#: A URL's scheme as RFC 3986 §3.1 spells it, then ``://``.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _scheme_only(seen: str, expected: str) -> bool:
+    """Whether both are URLs with a scheme and differ in the scheme alone."""
+    first, second = _SCHEME.match(seen), _SCHEME.match(expected)
+    return (
+        first is not None
+        and second is not None
+        and first.group(1).lower() != second.group(1).lower()
+        and seen[first.end() :] == expected[second.end() :]
+    )
 
 
 def near_miss(seen: str, expected: str) -> str | None:
@@ -223,8 +251,8 @@ def near_miss(seen: str, expected: str) -> str | None:
         return "only a trailing slash differs"
     if seen.casefold() == expected.casefold():
         return "only letter case differs"
-    if "://" in seen + expected and _bare(seen) == _bare(expected):
-        return "only the scheme (http/https), a trailing slash or case differ"
+    if _scheme_only(seen, expected):
+        return "only the scheme differs"
     return None
 
 
@@ -243,7 +271,7 @@ def _mismatch(
         return f"{message} ({said}); pass audience=... to accept it"
     single = len(seen) == 1 and len(expected) == 1
     misses = [
-        how if single else f'"{escape(s)}" vs the expected "{escape(e, 256)}": {how}'
+        how if single else f"{quoted(s)} vs the expected {quoted(e, 256)}: {how}"
         for s in seen
         for e in expected
         if (how := near_miss(s, e)) is not None

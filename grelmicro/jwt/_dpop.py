@@ -25,19 +25,25 @@ the window always finds it; after it the core refuses the proof by its
 
 The verifier talks to its store through :class:`ReplayBackend`, one method:
 record this replay key for this client key until then, and say whether it
-was new. :class:`ReplayStore` is the in-process default; a store shared by
-several processes (Redis ``SET NX``, say) is the user's to plug in.
+was new. :class:`ReplayStore` is the in-process default;
+:class:`~grelmicro.jwt.RedisReplayStore` is the one a fleet shares (one
+round trip per proof, the same rules, fail closed when Redis is down).
 
 - Entries are a 32-byte digest (SHA-256 over the key thumbprint and the
   ``jti``, computed by the core): fixed size, no proof text kept, and one
   client's ``jti`` cannot collide with another's.
-- Fairness: each client key (thumbprint) may hold at most ``max_per_key``
-  live entries (1/128 of the store by default). A key over its quota is
-  refused alone (:class:`DPoPReplayError` with ``over_quota``, answered 429):
-  the proofs of every other key are still recorded until the whole store
-  holds ``max_size`` live entries, and only then is a new proof refused
-  (``store_full``, answered 503). To fill the store an attacker needs 128
-  keys, each with its own valid access token bound to it.
+- Fairness (the fair-share rule): a client key (thumbprint) may record a
+  proof only while it holds fewer live entries than the store's free room
+  divided by the number of client keys holding entries (itself included),
+  and never more than ``max_per_key`` (1/128 of the store by default). A
+  key over its share is refused alone (:class:`DPoPReplayError` with
+  ``over_quota``, answered 429); a key with no entry is always let in while
+  the store has room, so only about as many keys as the store has entries
+  can fill it (each with its own valid access token bound to it), and only
+  then is a new proof refused (``store_full``, answered 503). Whatever a set
+  of keys does, its entries expire within one window and their shares then
+  leave room for the rest. Both refusals carry ``retry_after``: the time
+  until the key's own oldest entry expires, or the store's oldest.
 - The store is split into shards by key thumbprint (``hash()`` is salted
   per process), each a ``dict`` plus a ``deque`` in insertion order and a
   live count per client key, behind its own small lock (a check-and-insert
@@ -61,10 +67,14 @@ several processes (Redis ``SET NX``, say) is the user's to plug in.
   160 bytes (the digest, a dict slot, a float, two deque slots); a client
   key with live entries about 100 more.
 
-Size the store for the peak rate of proofs times the window: the default,
-131,072 entries (about 20 MB when full) over a 70 s window, holds ~1,870
-proofs/s in all and ~14 proofs/s (1,024 live) from any one key. A service
-with a few very busy clients raises ``max_per_key``.
+Size the store for the peak rate of proofs times the window, twice over
+when many keys are busy at once: with k keys each holding h entries, the
+shares stop them at h < max_size / (2k), so busy keys share half the store
+and the other half stays free for newcomers. The default, 131,072 entries
+(about 20 MB when full) over a 70 s window, holds ~1,870 proofs/s from keys
+sending one proof a window, ~935 proofs/s when every key is busy, and ~14
+proofs/s (1,024 live) from any one key. A service with a few very busy
+clients raises ``max_per_key``.
 """
 
 from __future__ import annotations
@@ -121,9 +131,12 @@ def _number(value: object, name: str, *, positive: bool) -> float:
 class ReplayBackend(Protocol):
     """Where a :class:`DPoPVerifier` remembers the proofs it accepted.
 
-    :class:`ReplayStore` is the in-process one (the default). Implement this
-    to share the memory between processes, for example in Redis: with one
-    store per process, each of N workers accepts a captured proof once.
+    :class:`ReplayStore` is the in-process one (the default);
+    :class:`~grelmicro.jwt.RedisReplayStore` shares the memory between
+    processes (with one store per process, each of N workers accepts a
+    captured proof once). An async app's path also uses an optional
+    ``async def record_async(key, owner, *, now, until) -> bool`` when the
+    store has one.
     """
 
     def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
@@ -144,19 +157,20 @@ class ReplayBackend(Protocol):
 
         Raises:
             DPoPReplayError: the proof cannot be recorded (``store_full``,
-                ``over_quota``); any other exception refuses the request too.
+                ``over_quota``, ``unavailable``; with ``retry_after`` when
+                known); any other exception refuses the request too.
         """
         ...
 
 
 class _Owner:
-    """A client key's count of live entries in its shard."""
+    """A client key's live entries in its shard: their deadlines, oldest first."""
 
-    __slots__ = ("live", "name")
+    __slots__ = ("deadlines", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.live = 0
+        self.deadlines: deque[float] = deque()
 
 
 class _Shard:
@@ -169,48 +183,78 @@ class _Shard:
         self.owners: dict[str, _Owner] = {}  # client keys with live entries
         self.lock = threading.Lock()
 
-    def drain(self, now: float) -> int:
-        """Forget the expired entries at the front; how many. Call under the lock."""
+    def drain(self, now: float) -> tuple[int, int]:
+        """Forget the expired entries at the front; how many, and how many owners left.
+
+        Call under the lock.
+        """
         entries, order, holders = self.entries, self.order, self.holders
-        drained = 0
+        drained = gone = 0
         # An entry lives through its deadline (the core still accepts a
         # proof at the window's edge), and is drained only after it.
         while order and entries[order[0]] < now:
             del entries[order.popleft()]
             holder = holders.popleft()
-            holder.live -= 1
-            if not holder.live:
+            holder.deadlines.popleft()
+            if not holder.deadlines:
                 del self.owners[holder.name]
+                gone += 1
             drained += 1
-        return drained
+        return drained, gone
+
+    def earliest(self) -> float | None:
+        """The deadline of the oldest entry, ``None`` when empty. Call under the lock."""
+        return self.entries[self.order[0]] if self.order else None
 
 
 def _refusal(
-    message: str, *, store_full: bool = False, over_quota: bool = False
+    message: str,
+    *,
+    store_full: bool = False,
+    over_quota: bool = False,
+    retry_after: float | None = None,
 ) -> DPoPReplayError:
     error = DPoPReplayError(message)
     error.store_full = store_full
     error.over_quota = over_quota
+    error.retry_after = retry_after
     return error
 
 
 class ReplayStore:
     """A bounded in-process memory of accepted DPoP proofs (their replay keys).
 
-    ``record`` says whether a key is new. It refuses a key whose client key
-    already holds ``max_per_key`` live entries (``over_quota``), and a new
-    key when the whole store holds ``max_size`` live entries
-    (``store_full``); a live entry is never evicted. See the module
-    documentation for the design.
+    ``record`` says whether a key is new. A live entry is never evicted, so
+    the store refuses instead, by two rules:
+
+    - **fair share** (``over_quota``, answered 429): a client key may record
+      a proof only while it holds fewer live entries than the store's free
+      room divided by the number of client keys holding entries (itself
+      included), and never more than ``max_per_key``. A key seen for the
+      first time is always let in while the store has room; to fill the
+      store, clients need about as many keys as the store has entries.
+    - **full** (``store_full``, answered 503): no room at all.
+
+    Each refusal carries ``retry_after``: the seconds until the key's own
+    oldest entry expires (over its share), or until the oldest entry of the
+    store does (full). See the module documentation for the design.
 
     Args:
         max_size: live entries the store holds at most (about 160 bytes each).
-        max_per_key: live entries one client key holds at most (default:
-            ``max_size // 128``, at least 1).
+        max_per_key: live entries one client key holds at most, whatever
+            room is left (default: ``max_size // 128``, at least 1).
         shards: lock stripes, a power of two.
     """
 
-    __slots__ = ("_mask", "_shards", "_size", "_size_lock", "max_per_key", "max_size")
+    __slots__ = (
+        "_keys",
+        "_mask",
+        "_shards",
+        "_size",
+        "_size_lock",
+        "max_per_key",
+        "max_size",
+    )
 
     def __init__(
         self, max_size: int = 131_072, *, max_per_key: int | None = None, shards: int = 8
@@ -219,25 +263,20 @@ class ReplayStore:
             raise ConfigurationError("shards must be a whole number, 1 or more")
         if shards & (shards - 1):
             raise ConfigurationError("shards must be a power of two")
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-            raise ConfigurationError("max_size must be a whole number of entries, 1 or more")
-        if max_per_key is None:
-            max_per_key = max(1, max_size // 128)
-        if (
-            isinstance(max_per_key, bool)
-            or not isinstance(max_per_key, int)
-            or not 1 <= max_per_key <= max_size
-        ):
-            raise ConfigurationError("max_per_key must be a whole number from 1 to max_size")
-        self.max_size = max_size
-        self.max_per_key = max_per_key
+        self.max_size, self.max_per_key = check_sizes(max_size, max_per_key)
         self._mask = shards - 1
         self._shards = tuple(_Shard() for _ in range(shards))
         self._size = 0
+        self._keys = 0  # client keys holding live entries
         self._size_lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def keys(self) -> int:
+        """Client keys holding live entries (expired ones count until drained)."""
+        return self._keys
 
     def shard_lengths(self) -> list[int]:
         """Entries per shard (for tests and metrics)."""
@@ -251,7 +290,7 @@ class ReplayStore:
         shard = self._shards[hash(owner) & self._mask]
         with shard.lock:
             holder = shard.owners.get(owner)
-            return 0 if holder is None else holder.live
+            return 0 if holder is None else len(holder.deadlines)
 
     def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
         """Remember ``key`` (of a proof by the key ``owner``) until ``until``.
@@ -261,57 +300,78 @@ class ReplayStore:
             (a replay).
 
         Raises:
-            DPoPReplayError: ``owner`` holds ``max_per_key`` live entries
+            DPoPReplayError: ``owner`` holds its share of live entries
                 already (``over_quota``), or the store holds ``max_size``
-                (``store_full``).
+                (``store_full``); ``retry_after`` says when room frees.
         """
         shard = self._shards[hash(owner) & self._mask]
         recorded = self._insert(shard, key, owner, now, until)
         if recorded is None:
             # Other shards may still count expired entries (a shard drains
             # itself when it is used): drain them all before refusing.
-            for other in self._shards:
-                with other.lock:
-                    drained = other.drain(now)
-                if drained:
-                    with self._size_lock:
-                        self._size -= drained
+            self._drain_all(now)
             recorded = self._insert(shard, key, owner, now, until)
             if recorded is None:
                 raise _refusal(
                     "the DPoP replay store is full; the proof cannot be recorded",
                     store_full=True,
+                    retry_after=self._earliest(now),
                 )
         return recorded
+
+    def _drain_all(self, now: float) -> None:
+        for other in self._shards:
+            with other.lock:
+                drained, gone = other.drain(now)
+                if drained:
+                    with self._size_lock:
+                        self._size -= drained
+                        self._keys -= gone
+
+    def _earliest(self, now: float) -> float:
+        """Seconds until the oldest live entry of the store expires."""
+        deadlines = []
+        for shard in self._shards:
+            with shard.lock:
+                earliest = shard.earliest()
+            if earliest is not None:
+                deadlines.append(earliest)
+        return max(0.0, min(deadlines, default=now) - now)
 
     def _insert(
         self, shard: _Shard, key: bytes, owner: str, now: float, until: float
     ) -> bool | None:
         """``record`` in one shard; ``None`` when the whole store has no room."""
         with shard.lock:
-            drained = shard.drain(now)
+            drained, gone = shard.drain(now)
             holder = shard.owners.get(owner)
+            live = 0 if holder is None else len(holder.deadlines)
             replayed = key in shard.entries
-            over_quota = holder is not None and holder.live >= self.max_per_key
-            # A full store answers before a quota: it refuses everyone.
+            # One view of the store's size and keys for the whole decision.
             with self._size_lock:
                 size = self._size - drained
-                room = size < self.max_size
-                if room and not replayed and not over_quota:
+                keys = self._keys - gone
+                free = self.max_size - size
+                share = live >= self.max_per_key or live * (keys + (holder is None)) >= free
+                accepted = free > 0 and not replayed and not share
+                if accepted:
                     size += 1
-                self._size = size
+                    keys += holder is None
+                self._size, self._keys = size, keys
             if replayed:
                 return False
-            if not room:
-                return None
-            if over_quota:
+            if free <= 0:
+                return None  # a full store answers before a share: it refuses everyone
+            if not accepted:
+                assert holder is not None  # noqa: S101 - a key with no entry is over no share
                 raise _refusal(
-                    "the DPoP proof's key holds too many live proofs; slow down",
+                    "the DPoP proof's key holds its share of live proofs; slow down",
                     over_quota=True,
+                    retry_after=max(0.0, holder.deadlines[0] - now),
                 )
             if holder is None:
                 holder = shard.owners[owner] = _Owner(owner)
-            holder.live += 1
+            holder.deadlines.append(until)
             shard.entries[key] = until
             shard.order.append(key)
             shard.holders.append(holder)
@@ -321,13 +381,29 @@ class ReplayStore:
         """Forget every proof."""
         for shard in self._shards:
             with shard.lock:
-                count = len(shard.entries)
+                count, owners = len(shard.entries), len(shard.owners)
                 shard.entries.clear()
                 shard.order.clear()
                 shard.holders.clear()
                 shard.owners.clear()
                 with self._size_lock:
                     self._size -= count
+                    self._keys -= owners
+
+
+def check_sizes(max_size: object, max_per_key: object) -> tuple[int, int]:
+    """``max_size`` and ``max_per_key`` (default ``max_size // 128``) checked."""
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+        raise ConfigurationError("max_size must be a whole number of entries, 1 or more")
+    if max_per_key is None:
+        max_per_key = max(1, max_size // 128)
+    if (
+        isinstance(max_per_key, bool)
+        or not isinstance(max_per_key, int)
+        or not 1 <= max_per_key <= max_size
+    ):
+        raise ConfigurationError("max_per_key must be a whole number from 1 to max_size")
+    return max_size, max_per_key
 
 
 class DPoPNonces:
@@ -510,8 +586,75 @@ class DPoPVerifier:
             DPoPProofError: the proof is missing or refused (``check`` says
                 which rule; ``use_nonce`` asks for a retry with a nonce).
             DPoPReplayError: the proof was used before, or cannot be recorded
-                (``over_quota``: its key holds too many live proofs;
-                ``store_full``: the store does).
+                (``over_quota``: its key holds its share of live proofs;
+                ``store_full``: the store does; ``unavailable``: a shared
+                store cannot be reached).
+        """
+        accepted = self._accept(
+            scheme=scheme,
+            access_token=access_token,
+            claims=claims,
+            proof=proof,
+            method=method,
+            uri=uri,
+            now=now,
+        )
+        if accepted is not None:
+            replay_key, jkt, when = accepted
+            _recorded(
+                self.replay_store.record(replay_key, jkt, now=when, until=when + self._window)
+            )
+
+    async def check_async(
+        self,
+        *,
+        scheme: str,
+        access_token: str | bytes,
+        claims: Mapping[str, Any],
+        proof: str | bytes | None,
+        method: str,
+        uri: str,
+        now: float | None = None,
+    ) -> None:
+        """:meth:`check`, awaiting the replay store when it has ``record_async``.
+
+        A shared store (:class:`~grelmicro.jwt.RedisReplayStore`) answers an
+        async app without blocking its event loop for the round trip.
+        """
+        accepted = self._accept(
+            scheme=scheme,
+            access_token=access_token,
+            claims=claims,
+            proof=proof,
+            method=method,
+            uri=uri,
+            now=now,
+        )
+        if accepted is None:
+            return
+        replay_key, jkt, when = accepted
+        store = self.replay_store
+        until = when + self._window
+        record_async = getattr(store, "record_async", None)
+        if record_async is None:
+            _recorded(store.record(replay_key, jkt, now=when, until=until))
+        else:
+            _recorded(await record_async(replay_key, jkt, now=when, until=until))
+
+    def _accept(
+        self,
+        *,
+        scheme: str,
+        access_token: str | bytes,
+        claims: Mapping[str, Any],
+        proof: str | bytes | None,
+        method: str,
+        uri: str,
+        now: float | None,
+    ) -> tuple[bytes, str, float] | None:
+        """Every rule but the replay: ``(replay key, cnf.jkt, now)`` to record, or ``None``.
+
+        ``None``: a bearer token where bearer tokens are accepted (no proof).
         """
         jkt = _bound_key(claims)
         if scheme.lower() != "dpop":
@@ -521,7 +664,7 @@ class DPoPVerifier:
                 raise _binding(
                     "bearer", "the access token is DPoP-bound and cannot be used as a bearer token"
                 )
-            return
+            return None
         if self.mode == "off":
             raise _binding("scheme", "this service does not accept DPoP tokens")
         if jkt is None:
@@ -554,8 +697,13 @@ class DPoPVerifier:
             error.check = "nonce"
             error.use_nonce = True
             raise error
-        if not self.replay_store.record(replay_key, jkt, now=when, until=when + self._window):
-            raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
+        return replay_key, jkt, when
+
+
+def _recorded(recorded: object) -> None:
+    """A replay store's answer: a false one is a replay."""
+    if not recorded:
+        raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
 
 
 def _bound_key(claims: Mapping[str, Any]) -> str | None:

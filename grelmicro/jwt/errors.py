@@ -318,6 +318,9 @@ class DPoPReplayError(TokenRejectedError):
     client is not at fault, and no live entry is ever evicted to make room).
     ``over_quota`` is true when the proof's key alone has too many live
     proofs: only that client is refused, with 429 (it is sending too fast).
+    ``unavailable`` is true when a shared replay store cannot be reached:
+    503, the proof is not accepted. ``retry_after`` is the real time until
+    room frees, when known.
     """
 
     reason = "dpop-replay"
@@ -327,7 +330,16 @@ class DPoPReplayError(TokenRejectedError):
     """The proof was refused because the replay store is full (answer 503)."""
 
     over_quota: bool = False
-    """The proof's key holds its quota of live proofs already (answer 429, ``Retry-After``)."""
+    """The proof's key holds its share of live proofs already (answer 429, ``Retry-After``)."""
+
+    unavailable: bool = False
+    """The replay store could not be reached (a shared store that is down): the
+    proof can be neither accepted nor called a replay (answer 503)."""
+
+    retry_after: float | None = None
+    """Seconds until the store has room for this proof (its key's oldest entry
+    expires when ``over_quota``, the store's oldest when ``store_full``);
+    ``None`` when not known."""
 
 
 class BindingError(TokenRejectedError):

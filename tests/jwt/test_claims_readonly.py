@@ -132,3 +132,34 @@ def test_pickles_copies_and_models_stay_read_only():
         with pytest.raises(TypeError):
             write_sub(clone)
     assert claims.to_model(Model) == Model(sub="u1", roles=["a", "b"])
+
+
+# -- issue 33, N24: claims cannot be re-initialised or re-pointed --------------------------
+
+
+@pytest.mark.parametrize("cache_size", [0, 8])
+def test_a_cached_claims_cannot_be_reinitialised_or_repointed(cache_size: int):
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_size=cache_size)
+    token = hmac_key().mint(PAYLOAD)
+    claims = verifier.verify(token, now=NOW)
+
+    with pytest.raises(AttributeError, match="immutable"):
+        claims.__init__({"sub": "admin"})  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        object.__setattr__(claims, "_data", MappingProxyType({"sub": "admin"}))
+    with pytest.raises(AttributeError, match="immutable"):
+        claims._data = MappingProxyType({"sub": "admin"})  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del claims._data
+
+    again = verifier.verify(token, now=NOW)
+    assert again.subject == "u1"
+    assert claims.subject == "u1"
+    assert in_thread(lambda: verifier.verify(token, now=NOW).subject) == "u1"
+
+
+def test_claims_built_in_python_init_once():
+    claims = Claims({"sub": "u1"})
+    with pytest.raises(AttributeError, match="immutable"):
+        Claims.__init__(claims, {"sub": "admin"})
+    assert claims.subject == "u1"

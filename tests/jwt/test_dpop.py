@@ -508,22 +508,24 @@ def test_an_entry_lives_exactly_as_long_as_its_proof_could_be_accepted():
 
 def test_the_store_drains_expired_entries_and_never_evicts_live_ones():
     store = ReplayStore(4, shards=1, max_per_key=4)
-    for index in range(4):
-        assert store.record(bytes([index]) * 32, "k", now=NOW, until=NOW + 10)
+    for index in range(4):  # four keys, one proof each, fill it
+        assert store.record(bytes([index]) * 32, f"k{index}", now=NOW, until=NOW + 10)
 
     with pytest.raises(DPoPReplayError) as caught:
         store.record(b"\x09" * 32, "other", now=NOW + 5, until=NOW + 15)
     assert caught.value.store_full
     assert not caught.value.over_quota
+    assert caught.value.retry_after == 5  # the oldest entry's deadline, NOW + 10
     assert len(store) == 4
     # The live entries are all still there.
-    assert not store.record(b"\x00" * 32, "k", now=NOW + 5, until=NOW + 15)
+    assert not store.record(b"\x00" * 32, "k0", now=NOW + 5, until=NOW + 15)
 
     # Alive through their deadline, drained after it.
-    assert not store.record(b"\x03" * 32, "k", now=NOW + 10, until=NOW + 20)
+    assert not store.record(b"\x03" * 32, "k3", now=NOW + 10, until=NOW + 20)
     assert store.record(b"\x09" * 32, "other", now=NOW + 10.5, until=NOW + 20)
     assert len(store) == 1
-    assert store.live_for("k") == 0
+    assert store.live_for("k0") == 0
+    assert store.keys == 1
 
 
 def _fill(store: ReplayStore, owner: str, count: int, *, start: int, now: float) -> list[str]:
@@ -545,16 +547,34 @@ def test_a_key_over_its_quota_is_refused_alone():
 
     assert attacker == ["recorded"] * 16 + ["quota"] * 984
     assert store.live_for("attacker") == 16
-    # Every other key is served, not one refusal, until the store is
-    # genuinely full: 63 keys of 16 proofs fill the 1,008 places left.
-    for client in range(63):
+    # Every other key is served, not one refusal, while shares are large.
+    for client in range(20):
         outcomes = _fill(store, f"client-{client}", 16, start=10_000 + 100 * client, now=NOW)
         assert outcomes == ["recorded"] * 16, client
+    # Newcomers are let in while there is any room: only they can fill it.
+    for client in range(1024 - 16 - 20 * 16):
+        assert _fill(store, f"new-{client}", 1, start=100_000 + client, now=NOW) == ["recorded"]
     assert len(store) == 1024
     # Full now, for everyone: fail closed, no live entry evicted.
     assert _fill(store, "latecomer", 1, start=50_000, now=NOW) == ["full"]
     assert _fill(store, "attacker", 1, start=60_000, now=NOW) == ["full"]  # full answers first
     assert not store.record((10_000).to_bytes(32, "big"), "client-0", now=NOW, until=NOW + 70)
+
+
+def test_a_keys_share_shrinks_as_keys_arrive():
+    """Issue 33, N22: no set of keys can leave a newcomer without room."""
+    store = ReplayStore(1024, max_per_key=1024)
+    # One key alone takes half the store, not all of it.
+    assert _fill(store, "first", 1024, start=0, now=NOW).count("recorded") == 512
+    # Each new key takes less: a share of the free room divided among the keys.
+    second = _fill(store, "second", 512, start=2_000, now=NOW).count("recorded")
+    assert second == 171  # 171 * 2 < 512 - 171, not 172 * 2 < 512 - 172
+    # However many keys came, the next newcomer still gets in.
+    for client in range(50):
+        taken = _fill(store, f"client-{client}", 64, start=10_000 + 100 * client, now=NOW)
+        assert taken[0] == "recorded", client
+    assert _fill(store, "newcomer", 1, start=90_000, now=NOW) == ["recorded"]
+    assert len(store) < 1024
 
 
 def test_the_quota_frees_as_the_keys_proofs_expire():
@@ -609,13 +629,13 @@ def test_one_client_over_quota_does_not_refuse_others_end_to_end():
     assert len(refusals) == 8
     assert all(exc.over_quota and not exc.store_full for exc in refusals)
 
-    # Fifteen other clients, four proofs each: the 60 places left, no refusal.
-    for seed in range(2, 17):
+    # Seven other clients, four proofs each: no refusal.
+    for seed in range(2, 9):
         client = ProofSigner("ES256", seed=seed)
         token = access_token(client.jkt)
         for _ in range(4):
             check(dpop, token, client.proof(access_token=token))
-    assert len(store) == 64
+    assert len(store) == 32
 
 
 class SharedStore:
@@ -745,3 +765,32 @@ def test_the_rsa_signer_is_a_real_rsa_key():
     # The table's weak-RSA case must fail for its size, not for its shape.
     signer = private_key("RS256")
     assert signer.private.key_size == 2048
+
+
+# -- issue 33, N20: one RSA key, one thumbprint ----------------------------------------------
+
+
+def _zero_padded(value: str) -> str:
+    import base64  # noqa: PLC0415
+
+    return b64url(b"\x00" + base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+
+
+@pytest.mark.parametrize("member", ["n", "e"])
+def test_rsa_members_with_leading_zeros_have_no_thumbprint(member: str):
+    signer = ProofSigner("RS256")
+    assert jwk_thumbprint(signer.jwk) == signer.jkt
+    padded = {**signer.jwk, member: _zero_padded(signer.jwk[member])}
+    with pytest.raises(InvalidKeyError, match="leading zero"):
+        jwk_thumbprint(padded)
+
+
+def test_a_proof_whose_rsa_key_is_zero_padded_is_refused():
+    from forge import thumbprint  # noqa: PLC0415
+
+    signer = ProofSigner("PS256")
+    padded = {**signer.jwk, "n": _zero_padded(signer.jwk["n"])}
+    token = access_token(thumbprint(padded))  # bound to the padded form's thumbprint
+    with pytest.raises(DPoPProofError) as caught:
+        check(DPoPVerifier(), token, signer.proof(access_token=token, header={"jwk": padded}))
+    assert caught.value.check == "jwk"

@@ -51,7 +51,7 @@ def test_each_key_is_accepted_exactly_once_across_threads():
 
 def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
     store = ReplayStore(256, shards=16, max_per_key=2)
-    owners = [f"owner-{index}" for index in range(197)]
+    owners = [f"owner-{index}" for index in range(397)]
     outcomes: Counter[str] = Counter()
     lock = threading.Lock()
 
@@ -60,7 +60,7 @@ def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
         for index in range(2000):
             key = (seed * 1_000_000 + index).to_bytes(32, "big")
             try:
-                recorded = store.record(key, owners[index % 197], now=NOW, until=NOW + 70)
+                recorded = store.record(key, owners[index % 397], now=NOW, until=NOW + 70)
                 local["accepted" if recorded else "replay"] += 1
             except DPoPReplayError as exc:
                 local["full" if exc.store_full else "quota" if exc.over_quota else "?"] += 1
@@ -70,16 +70,18 @@ def test_a_flood_of_unique_keys_never_grows_the_store_past_its_bound():
 
     assert together(THREADS, work) == []
     assert outcomes["replay"] == outcomes["?"] == 0
-    # 197 keys with a quota of 2 hold 394 places at most: the store fills,
+    # 397 keys, each let in while the store has room: the store fills,
     # every key holds at most its quota, and the counts add up.
     assert outcomes["accepted"] == len(store) == sum(store.shard_lengths()) == 256
-    assert max(store.live_for(owner) for owner in owners) == 2
+    assert max(store.live_for(owner) for owner in owners) <= 2
     assert sum(store.live_for(owner) for owner in owners) == 256
     assert outcomes["accepted"] + outcomes["full"] + outcomes["quota"] == THREADS * 2000
 
 
 def test_a_key_over_its_quota_never_refuses_others_under_threads():
-    store = ReplayStore(4096, shards=8, max_per_key=32)
+    # Sized so that the fair shares (free room / keys) stay above the
+    # quota: 361 keys, at most 3,632 entries, 12,752 places free.
+    store = ReplayStore(16384, shards=8, max_per_key=32)
     refused: Counter[str] = Counter()
     lock = threading.Lock()
 

@@ -192,6 +192,8 @@ def serve_tls(app: FastAPI, pki: PKI, protocol: type[H11Protocol] = H11Protocol)
 # -- the app -------------------------------------------------------------------------------
 
 AUDIENCE = "https://api.example.com"
+#: The test clients' address: the proxy, for the tests where no real proxy runs.
+LOOPBACK = ["127.0.0.1"]
 
 
 def mint(**claims: Any) -> str:
@@ -214,6 +216,7 @@ def build(*bindings: CertificateBinding) -> FastAPI:
         bindings=[
             CertificateBinding(
                 trusted_header=None if not bindings else _header_of(bindings[0]),
+                trusted_proxies=None if not bindings else _proxies_of(bindings[0]),
                 required=True,
             )
         ],
@@ -234,6 +237,10 @@ def build(*bindings: CertificateBinding) -> FastAPI:
 
 def _header_of(binding: CertificateBinding) -> str | None:
     return None if binding.trusted_header is None else binding.trusted_header.decode()
+
+
+def _proxies_of(binding: CertificateBinding) -> list[str] | None:
+    return [str(network) for network in binding.trusted_proxies] or None
 
 
 def bearer(token: str, **headers: str) -> dict[str, str]:
@@ -293,7 +300,9 @@ def test_a_trusted_proxy_header_carries_the_certificate(pki: PKI):
     alice_pem = quote(pki.alice.pem.decode())
     mallory_pem = quote(pki.mallory.pem.decode())
     token = bound_to(pki.alice)
-    with serve(build(CertificateBinding(trusted_header="X-Client-Cert"))) as client:
+    with serve(
+        build(CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=LOOPBACK))
+    ) as client:
         own = client.get("/me", headers=bearer(token, **{"X-Client-Cert": alice_pem}))
         plain_pem = client.get(
             "/me",
@@ -333,15 +342,21 @@ def test_an_untrusted_header_is_never_read(pki: PKI):
 def test_an_envoy_xfcc_header(pki: PKI):
     element = f'Hash=abc;Cert="{quote(pki.alice.pem.decode())}";Subject="CN=alice"'
     token = bound_to(pki.alice)
-    binding = CertificateBinding(trusted_header="X-Forwarded-Client-Cert", header_format="xfcc")
+    binding = CertificateBinding(
+        trusted_header="X-Forwarded-Client-Cert", trusted_proxies=LOOPBACK, header_format="xfcc"
+    )
     with serve(build(binding)) as client:
         own = client.get("/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": element}))
         no_cert = client.get(
             "/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": "Hash=abc"})
         )
+        unbound = client.get(
+            "/me", headers=bearer(mint(), **{"X-Forwarded-Client-Cert": "Hash=abc"})
+        )
 
     assert own.status_code == 200
     assert reason(no_cert) == "certificate-binding"
+    assert unbound.status_code == 200  # no certificate named: an unbound token stays served
 
 
 def test_the_thumbprint_is_rfc_8705s(pki: PKI):
@@ -355,7 +370,18 @@ def test_the_thumbprint_is_rfc_8705s(pki: PKI):
 
 @pytest.mark.parametrize(
     "options",
-    [{"trusted_header": ""}, {"trusted_header": 5}, {"header_format": "der"}, {"required": "yes"}],
+    [
+        {"trusted_header": "", "trusted_proxies": LOOPBACK},
+        {"trusted_header": 5, "trusted_proxies": LOOPBACK},
+        {"header_format": "der"},
+        {"required": "yes"},
+        {"trusted_header": "X-Client-Cert"},  # no trusted_proxies: any peer could set it
+        {"trusted_proxies": LOOPBACK},  # proxies with no header to trust
+        {"trusted_header": "X-Client-Cert", "trusted_proxies": []},
+        {"trusted_header": "X-Client-Cert", "trusted_proxies": ["proxy.internal"]},
+        {"trusted_header": "X-Client-Cert", "trusted_proxies": [5]},
+        {"trusted_header": "X-Client-Cert", "trusted_proxies": 5},
+    ],
 )
 def test_certificate_binding_options_are_checked(options: dict[str, Any]):
     with pytest.raises(ConfigurationError):
@@ -385,7 +411,7 @@ def test_dpop_and_certificate_bindings_together_check_both_methods(pki: PKI):
         verifier,
         DPoPVerifier(clock=lambda: NOW),
         trust_host_header=True,
-        bindings=[CertificateBinding(trusted_header="X-Client-Cert")],
+        bindings=[CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=LOOPBACK)],
     )
     app = FastAPI()
     auth.install(app)
@@ -412,3 +438,174 @@ def test_dpop_and_certificate_bindings_together_check_both_methods(pki: PKI):
         assert refused.status_code == 401
         assert refused.json()["reason"] == "certificate-binding"
         assert refused.headers["www-authenticate"].startswith('DPoP error="invalid_token"')
+
+
+# -- issue 33 (N17, N18): the header only from named proxies, the nearest proxy's element ---
+
+
+def test_a_tls_certificate_that_disagrees_with_the_header_is_refused(pki: PKI):
+    """The connection's own client certificate and the header must name one certificate."""
+    binding = CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=LOOPBACK)
+    alice_pem, mallory_pem = quote(pki.alice.pem.decode()), quote(pki.mallory.pem.decode())
+    with serve_tls(build(binding), pki, TLSExtensionProtocol) as url:
+        with pki.client(pki.alice, url) as alice:
+            agreeing = alice.get(
+                "/me", headers=bearer(bound_to(pki.alice), **{"X-Client-Cert": alice_pem})
+            )
+            # Alice's connection, a header naming Mallory and a token bound to Mallory.
+            disagreeing = alice.get(
+                "/me", headers=bearer(bound_to(pki.mallory), **{"X-Client-Cert": mallory_pem})
+            )
+            unbound = alice.get("/me", headers=bearer(mint(), **{"X-Client-Cert": mallory_pem}))
+            tls_only = alice.get("/me", headers=bearer(bound_to(pki.alice)))
+
+    assert agreeing.json() == {"sub": "user-1"}
+    assert reason(disagreeing) == "certificate-binding"
+    assert reason(unbound) == "certificate-binding"  # a request that contradicts itself
+    assert tls_only.status_code == 200  # no header: the connection's certificate
+
+
+def test_the_header_is_read_from_the_named_proxies_only(pki: PKI):
+    app = build(CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=["10.0.0.0/8"]))
+    alice_pem = quote(pki.alice.pem.decode())
+    with serve(app) as client:  # the client is 127.0.0.1, not a proxy
+        response = client.get(
+            "/me", headers=bearer(bound_to(pki.alice), **{"X-Client-Cert": alice_pem})
+        )
+    assert reason(response) == "certificate-binding"
+
+
+def test_a_header_with_several_certificates_is_refused(pki: PKI):
+    binding = CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=LOOPBACK)
+    token = bound_to(pki.alice)
+    merged = quote(pki.mallory.pem.decode() + pki.alice.pem.decode())
+    reversed_ = quote(pki.alice.pem.decode() + pki.mallory.pem.decode())
+    with serve(build(binding)) as client:
+        first_mallory = client.get("/me", headers=bearer(token, **{"X-Client-Cert": merged}))
+        first_alice = client.get("/me", headers=bearer(token, **{"X-Client-Cert": reversed_}))
+    assert reason(first_mallory) == "certificate-binding"
+    assert reason(first_alice) == "certificate-binding"
+
+
+def xfcc_app() -> FastAPI:
+    return build(
+        CertificateBinding(
+            trusted_header="X-Forwarded-Client-Cert", trusted_proxies=LOOPBACK, header_format="xfcc"
+        )
+    )
+
+
+def test_xfcc_uses_the_element_the_nearest_proxy_appended(pki: PKI):
+    """Under APPEND_FORWARD the client's own element comes first: it is never used."""
+    alice, mallory = quote(pki.alice.pem.decode()), quote(pki.mallory.pem.decode())
+    forged_first = f'Cert="{alice}";Subject="CN=alice",Hash=00;Cert="{mallory}"'
+    honest = f'By=spiffe://edge;Cert="{mallory}",Hash=00;Cert="{alice}";Subject="CN=alice"'
+    token = bound_to(pki.alice)
+    with serve(xfcc_app()) as client:
+        forged = client.get(
+            "/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": forged_first})
+        )
+        own = client.get("/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": honest}))
+    assert reason(forged) == "certificate-binding"
+    assert own.status_code == 200
+
+
+def test_xfcc_quoted_values_cannot_inject_a_cert(pki: PKI):
+    """A Subject holding ``;Cert=...`` or ``,Cert=...`` is one quoted value, not a pair."""
+    alice, mallory = quote(pki.alice.pem.decode()), quote(pki.mallory.pem.decode())
+    token = bound_to(pki.alice)
+    headers = {
+        "semicolon": f'Cert="{mallory}";Subject="CN=x;Cert={alice}"',
+        "comma": f'Cert="{mallory}";Subject="CN=x,Cert={alice}"',
+        "escaped quote": f'Cert="{mallory}";Subject="CN=x\\";Cert={alice};x=\\""',
+    }
+    with serve(xfcc_app()) as client:
+        answers = {
+            what: client.get("/me", headers=bearer(token, **{"X-Forwarded-Client-Cert": value}))
+            for what, value in headers.items()
+        }
+    for what, response in answers.items():
+        assert reason(response) == "certificate-binding", what
+
+
+@pytest.mark.parametrize(
+    ("value", "elements"),
+    [
+        ("Hash=a;Cert=b", [[("hash", "a"), ("cert", "b")]]),
+        ('By=x;Subject="C=US, CN=a;b"', [[("by", "x"), ("subject", "C=US, CN=a;b")]]),
+        ('Subject="a\\"b\\\\c"', [[("subject", 'a"b\\c')]]),
+        ("a=1, b=2;c=3", [[("a", "1")], [("b", "2"), ("c", "3")]]),
+        ('Cert=""', [[("cert", "")]]),
+        ("", []),
+    ],
+)
+def test_xfcc_grammar(value: str, elements: list[list[tuple[str, str]]]):
+    from grelmicro.jwt.fastapi._bindings import _xfcc_elements  # noqa: PLC0415
+
+    assert _xfcc_elements(value) == elements
+
+
+@pytest.mark.parametrize(
+    "value", ['Cert="open', 'Cert="a"b', "Cert", 'Ce"rt=a', 'Cert=a"b', 'Cert="a\\']
+)
+def test_malformed_xfcc_is_refused(value: str):
+    from grelmicro.jwt.fastapi._bindings import (  # noqa: PLC0415
+        _UnusableHeaderError,
+        _xfcc_elements,
+    )
+
+    with pytest.raises(_UnusableHeaderError):
+        _xfcc_elements(value)
+
+
+def test_behind_a_real_nginx_the_header_is_the_proxys(pki: PKI, tmp_path: Path):
+    """nginx terminates TLS and sets X-Client-Cert; the app trusts its address only.
+
+    nginx forwards from 127.0.0.2; the test clients connect from 127.0.0.1.
+    A client's own X-Client-Cert never reaches the app through nginx (the
+    proxy replaces it), and sent to the app directly it is not read.
+    """
+    from daemons import Nginx  # noqa: PLC0415
+    from servers import Running  # noqa: PLC0415
+
+    binding = CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=["127.0.0.2"])
+    running = Running(build(binding))
+    running.server.config.proxy_headers = False  # scope["client"] is the TCP peer
+    assert running.start()
+    alice_pem = quote(pki.alice.pem.decode())
+    token = bound_to(pki.alice)
+    proxy = Nginx(
+        tmp_path,
+        upstream=running.port,
+        certificate=pki.folder / "server.pem",
+        key=pki.folder / "server.key",
+        ca=pki.folder / "ca.pem",
+        headers={"X-Client-Cert": "$ssl_client_escaped_cert"},
+    )
+    anonymous_tls = ssl.create_default_context(cafile=str(pki.folder / "ca.pem"))
+    try:
+        with proxy.running():
+            with pki.client(pki.alice, proxy.url) as alice:
+                own = alice.get("/me", headers=bearer(token))
+            with pki.client(pki.mallory, proxy.url) as mallory:
+                stolen = mallory.get("/me", headers=bearer(token, **{"X-Client-Cert": alice_pem}))
+            with httpx.Client(base_url=proxy.url, verify=anonymous_tls, timeout=10) as nobody:
+                no_certificate = nobody.get(
+                    "/me", headers=bearer(token, **{"X-Client-Cert": alice_pem})
+                )
+        with httpx.Client(base_url=running.url, timeout=10) as direct:
+            bypass = direct.get("/me", headers=bearer(token, **{"X-Client-Cert": alice_pem}))
+            spoofed_peer = direct.get(
+                "/me",
+                headers=bearer(
+                    token, **{"X-Client-Cert": alice_pem, "X-Forwarded-For": "127.0.0.2"}
+                ),
+            )
+    finally:
+        running.stop()
+
+    assert own.json() == {"sub": "user-1"}
+    assert reason(stolen) == "certificate-binding"
+    assert reason(no_certificate) == "certificate-binding"
+    assert reason(bypass) == "certificate-binding"
+    assert reason(spoofed_peer) == "certificate-binding"

@@ -58,8 +58,7 @@ def verifier() -> JWTVerifier:
     [
         ("https://idp.example.com", "trailing slash"),
         ("https://IDP.example.com/", "letter case"),
-        ("http://idp.example.com/", "scheme"),
-        ("http://idp.example.com", "scheme"),
+        ("http://idp.example.com/", "only the scheme differs"),
         (" https://idp.example.com/", "whitespace"),
     ],
 )
@@ -164,7 +163,7 @@ def router() -> JWTVerifier:
     [
         ("https://idp.example.com", ISSUER, "trailing slash"),
         ("https://login.example.org/tenant/v2.0/", OTHER_ISSUER, "trailing slash"),
-        ("http://IDP.example.com/", ISSUER, "scheme"),
+        ("http://idp.example.com/", ISSUER, "only the scheme differs"),
     ],
 )
 def test_unknown_issuer_names_the_configured_ones_and_the_near_miss(
@@ -251,3 +250,51 @@ def test_the_cli_shows_expected_seen_and_near_miss() -> None:
     assert "near miss: only a trailing slash differs" in line
     for part in token.split("."):
         assert part not in result.stdout + result.stderr
+
+
+# -- issue 33 (N19): quotes that cannot be closed, near misses that are real ------------------
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [
+        'https://idp.example.com/" (near miss: only a trailing slash differs',
+        'evil\\" expected "https://idp.example.com/',
+        "line\nbreak\u2028",
+    ],
+)
+def test_a_token_value_cannot_close_its_quotes(verifier: JWTVerifier, seen: str) -> None:
+    message = str(refusal(verifier, mint(iss=seen, aud=AUDIENCE)))
+    said = message.split("the token's issuer is ", 1)[1].split(", expected ", 1)[0]
+    # One quoted value: starts and ends with a quote, every inner quote escaped.
+    assert said.startswith('"')
+    assert said.endswith('"')
+    inner = said[1:-1].replace("\\\\", "")
+    assert '"' not in inner.replace('\\"', "")
+    assert "\n" not in message
+    assert "\u2028" not in message
+    assert message.endswith(f'expected "{ISSUER}"')  # no near miss outside the quotes
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [
+        "http://idp.example.com",  # the scheme and a trailing slash
+        "http://IDP.example.com/",  # the scheme and the case
+        "x https://idp.example.com/",
+        "https://evil.example/?https://idp.example.com/",
+        "idp.example.com/",
+    ],
+)
+def test_the_scheme_hint_needs_the_scheme_alone_to_differ(verifier: JWTVerifier, seen: str) -> None:
+    message = str(refusal(verifier, mint(iss=seen, aud=AUDIENCE)))
+    assert "only the scheme differs" not in message
+
+
+def test_the_scheme_near_miss_rules() -> None:
+    assert near_miss("http://a.example/", "https://a.example/") == "only the scheme differs"
+    assert near_miss("HTTP://a.example/", "https://a.example/") == "only the scheme differs"
+    assert near_miss("ftp://a.example/", "https://a.example/") == "only the scheme differs"
+    assert near_miss("http://a.example", "https://a.example/") is None
+    assert near_miss("a.example/", "https://a.example/") is None
+    assert near_miss("1http://a.example/", "https://a.example/") is None

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from forge import NOW
 
-from grelmicro.jwt import InvalidKeyError, JWTVerifier, Key
+from grelmicro.jwt import InvalidKeyError, JWTVerifier, Key, TokenRejectedError
 
 _RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
 _EC = ec.generate_private_key(ec.SECP256R1()).public_key()
@@ -143,3 +143,84 @@ def test_ordinary_secrets_still_work(secret: str) -> None:
     verifier = JWTVerifier(keys=[Key.secret(secret, "HS256")])
     token = pyjwt.encode({"sub": "u", "exp": NOW + 60}, secret.encode(), algorithm="HS256")
     assert verifier.verify(token, now=NOW)["sub"] == "u"
+
+
+# -- issue 33, D5: the bare text of a public JWK member ---------------------------------
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _public_members() -> dict[str, str]:
+    n = _RSA.public_numbers().n
+    modulus = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return {
+        "rsa-n": _b64url(modulus),
+        "rsa-n-quoted": f'"{_b64url(modulus)}",',
+        "rsa-n-base64": base64.b64encode(modulus).decode(),
+        "rsa-n-hex": modulus.hex(),
+        "mldsa44-pub": _b64url(random_bytes("pub44", 1312)),
+        "mldsa65-pub": _b64url(random_bytes("pub65", 1952)),
+        "mldsa87-pub-hex": random_bytes("pub87", 2592).hex(),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_public_members()))
+def test_a_public_members_text_is_no_secret(name: str) -> None:
+    """A token forged with the JWKS's own text must have no key to verify with."""
+    text = _public_members()[name]
+    token = pyjwt.encode({"sub": "u", "exp": NOW + 60}, text.encode(), algorithm="HS256")
+    with pytest.raises(InvalidKeyError, match="public key material") as caught:
+        JWTVerifier(keys=[Key.secret(text, "HS256")]).verify(token, now=NOW)
+    assert text.strip('",')[:16] not in str(caught.value)
+
+
+@pytest.mark.parametrize("size", [256, 384, 512])
+def test_long_random_text_secrets_are_mostly_kept(size: int) -> None:
+    """A random secret takes an RSA modulus's shape about once in 40 (the message says so).
+
+    Over 200 fixed random secrets of ``size`` bytes in base64url, the share
+    refused stays near 1/40: far from refusing long secrets as such.
+    """
+    messages = []
+    for index in range(200):
+        text = _b64url(random_bytes(f"long-{size}-{index}", size))
+        try:
+            Key.secret(text, "HS256")
+        except InvalidKeyError as exc:
+            messages.append(str(exc))
+    assert len(messages) <= 20
+    assert all("draw a new one" in message for message in messages)
+
+
+@pytest.mark.parametrize(
+    ("alg", "member"),
+    [("ES256", "x"), ("ES256", "y"), ("EdDSA", "x"), ("RS256", "n"), ("RS256", "e")],
+)
+def test_a_secret_equal_to_a_member_of_a_key_beside_it_is_withdrawn(
+    alg: str, member: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 33, D5: an EC or Ed25519 ``x`` is any 32 bytes; only the key beside it tells.
+
+    The forgery: an HS256 token keyed with a member's text copied from the
+    public JWKS, verified by a verifier holding that text as a secret next
+    to the public key it came from.
+    """
+    from forge import private_key  # noqa: PLC0415
+
+    jwk = private_key(alg, kid="pub").public_jwk()
+    text = jwk[member]
+    if member in ("n", "e"):  # refused alone: an RSA modulus's shape, or too short ("AQAB")
+        with pytest.raises(InvalidKeyError):
+            Key.secret(text, "HS256")
+        return
+    forged = pyjwt.encode(
+        {"sub": "admin", "exp": NOW + 60}, text.encode(), algorithm="HS256", headers={"kid": "hs"}
+    )
+    with caplog.at_level("WARNING", "grelmicro.jwt"):
+        verifier = JWTVerifier(keys=[Key.secret(text, "HS256", kid="hs"), Key.jwk(jwk)])
+    assert any("public key member" in record.getMessage() for record in caplog.records)
+    with pytest.raises(TokenRejectedError) as caught:
+        verifier.verify(forged, now=NOW)
+    assert caught.value.reason == "unknown-key"

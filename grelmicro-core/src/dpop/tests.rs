@@ -432,3 +432,29 @@ fn refusals_cross_with_their_dpop_kind_and_check() {
         &[("check", Detail::Text("jkt".to_owned()))]
     );
 }
+
+#[test]
+fn rsa_members_with_leading_zero_octets_have_no_thumbprint() {
+    // RFC 7518 §6.3.1.1: n and e are the shortest octets; a leading zero
+    // would give one key a second RFC 7638 thumbprint (issue 33, N20).
+    const N: &str = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
+    let padded_n = token::encode(&[&[0u8][..], &token::decode(N.as_bytes()).unwrap()].concat());
+    let jwk = |n: &str, e: &str| {
+        Value::parse(
+            format!(r#"{{"kty":"RSA","n":"{n}","e":"{e}"}}"#).as_bytes(),
+            8,
+        )
+        .unwrap()
+    };
+    assert!(thumbprint(&jwk(N, "AQAB")).is_ok());
+    for (n, e) in [
+        (padded_n.as_str(), "AQAB"),
+        (N, "AAEAAQ"),
+        (N, "AA"),
+        ("AA", "AQAB"),
+    ] {
+        let err = thumbprint(&jwk(n, e)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidKey);
+        assert!(err.message().contains("leading zero"), "{}", err.message());
+    }
+}

@@ -44,6 +44,21 @@ pub fn thumbprint(jwk: &Value) -> Result<String> {
             ))
         }
     };
+    if kty == "RSA" {
+        // RFC 7518 §6.3.1: n and e are the shortest big-endian octets. With
+        // leading zeros allowed, one key would have many thumbprints.
+        for name in ["n", "e"] {
+            let bytes = token::decode(text(name)?.as_bytes()).map_err(|_| {
+                Error::new(ErrorKind::InvalidKey, "JWK member is not valid base64url")
+            })?;
+            if bytes.first().is_none_or(|b| *b == 0) {
+                return Err(Error::new(
+                    ErrorKind::InvalidKey,
+                    "RSA JWK n or e has leading zero octets (RFC 7518 requires the shortest form)",
+                ));
+            }
+        }
+    }
     let mut canonical = String::with_capacity(256);
     for (index, &name) in members.iter().enumerate() {
         let value = if name == "kty" { kty } else { text(name)? };

@@ -6,6 +6,7 @@
 
 use aws_lc_rs::signature::ParsedPublicKey;
 
+use super::KeyType;
 use crate::der;
 use crate::json::SkipBuilder;
 
@@ -257,6 +258,86 @@ fn unwrapped(text: &[u8]) -> &[u8] {
     &text[start..end.max(start)]
 }
 
+/// The odd primes below 2^16, for [`is_rsa_modulus`]'s trial division.
+fn small_primes() -> &'static [u32] {
+    static PRIMES: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    PRIMES.get_or_init(|| {
+        const LIMIT: usize = 1 << 16;
+        let mut composite = vec![false; LIMIT];
+        let mut primes = Vec::with_capacity(6542);
+        for n in 3..LIMIT {
+            if n % 2 == 1 && !composite[n] {
+                primes.push(n as u32);
+                for multiple in (n * n..LIMIT).step_by(2 * n) {
+                    composite[multiple] = true;
+                }
+            }
+        }
+        primes
+    })
+}
+
+/// Whether `bytes` (big-endian) has the shape of an RSA modulus as a JWK's
+/// `n` carries it: 2048 to 8192 bits, the top bit of its first byte set (a
+/// modulus of exactly that many bytes), odd, and no prime factor below
+/// 2^16. A random number of that size passes with probability about 1/40
+/// (half are odd, half have the top bit set, and a tenth of the odd ones
+/// have no small factor), so a random secret of 256 bytes or more given as
+/// text is refused that often: the message asks for another one.
+fn is_rsa_modulus(bytes: &[u8]) -> bool {
+    if !(256..=1024).contains(&bytes.len())
+        || bytes[0] & 0x80 == 0
+        || bytes.last().is_some_and(|b| b & 1 == 0)
+    {
+        return false;
+    }
+    small_primes().iter().all(|&p| {
+        let p = u64::from(p);
+        bytes
+            .iter()
+            .fold(0u64, |rest, b| ((rest << 8) | u64::from(*b)) % p)
+            != 0
+    })
+}
+
+/// What a public JWK member's bare text decodes to, when it is one: the
+/// `pub` of an ML-DSA key (its exact length) or an RSA `n` (its shape).
+fn public_member(bytes: &[u8]) -> Option<&'static str> {
+    const MLDSA: [usize; 3] = [1312, 1952, 2592];
+    if MLDSA.contains(&bytes.len()) {
+        return Some("an ML-DSA public key (a JWK's pub)");
+    }
+    is_rsa_modulus(bytes).then_some("an RSA modulus (a JWK's n)")
+}
+
+/// Text that is the bare value of a public JWK member (`n` of an RSA key,
+/// `pub` of an ML-DSA key) in base64url (a JWK's form), standard base64 or
+/// hex: what the text is, or `None`. An EC or Ed25519 `x` alone cannot be
+/// told from a random secret of its length (any 32 bytes may be one); the
+/// raw `x || y` point is refused by [`is_public_key`].
+pub(super) fn public_member_text(secret: &[u8]) -> Option<&'static str> {
+    let text = unwrapped(secret.trim_ascii());
+    let base64 = text
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'/' | b'='));
+    if base64 && text.len() >= 340 {
+        let standard: Vec<u8> = text
+            .iter()
+            .map(|b| match b {
+                b'-' => b'+',
+                b'_' => b'/',
+                other => *other,
+            })
+            .collect();
+        if let Ok(bytes) = base64_simd::forgiving_decode_to_vec(&standard) {
+            if let Some(what) = public_member(&bytes) {
+                return Some(what);
+            }
+        }
+    }
+    hex_decode(text).and_then(|bytes| public_member(&bytes))
+}
+
 /// A public key must never become an HMAC secret: anyone holding the public
 /// key could then forge tokens. Refused: PEM (and RFC 4716 SSH) armour in
 /// any case, OpenSSH public key and certificate lines, JWK/JWKS text (also
@@ -300,4 +381,55 @@ pub(super) fn is_public_key(secret: &[u8]) -> bool {
         .collect();
     base64_simd::forgiving_decode_to_vec(&standard).is_ok_and(|der| is_public_key_binary(&der))
         || is_mangled_base64_der(unmarked)
+}
+
+/// The texts a public key's members are shown as, each a candidate
+/// HMAC secret that must never be accepted beside that key: the members
+/// (RSA `n` and `e`, EC `x` and `y`, the OKP `x`, the AKP `pub`) and the
+/// whole key bytes, raw, in base64url (with and without padding), standard
+/// base64 (with and without padding) and hex (both cases).
+pub(super) fn member_texts(bytes: &[u8], kty: KeyType) -> Vec<Vec<u8>> {
+    let mut members: Vec<&[u8]> = vec![bytes];
+    match kty {
+        KeyType::Rsa => {
+            if let Ok((n, e)) = der::rsa_components(bytes) {
+                members.extend([n, e]);
+            }
+        }
+        KeyType::Ec => {
+            if let Some(coordinates) = bytes.strip_prefix(&[0x04]) {
+                let (x, y) = coordinates.split_at(coordinates.len() / 2);
+                members.extend([x, y]);
+            }
+        }
+        KeyType::Okp | KeyType::Akp | KeyType::Oct => {}
+    }
+    let mut texts = Vec::with_capacity(members.len() * 7);
+    for member in members {
+        let url = base64_simd::URL_SAFE_NO_PAD.encode_to_string(member);
+        let url_padded = base64_simd::URL_SAFE.encode_to_string(member);
+        let standard = base64_simd::STANDARD.encode_to_string(member);
+        let standard_bare = base64_simd::STANDARD_NO_PAD.encode_to_string(member);
+        let hex = to_hex(member);
+        texts.push(member.to_vec());
+        for text in [url, url_padded, standard, standard_bare] {
+            texts.push(text.into_bytes());
+        }
+        texts.push(hex.to_ascii_uppercase().into_bytes());
+        texts.push(hex.into_bytes());
+    }
+    texts.sort();
+    texts.dedup();
+    texts
+}
+
+/// Lower-case hex of `bytes`.
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
 }

@@ -166,6 +166,12 @@ pub struct Key {
     /// SHA-256 over the key type and the key bytes alone: the same key
     /// material, whatever algorithms it is bound to.
     material_id: [u8; 32],
+    /// For a public key: the `material_id` each public member (RSA `n` and
+    /// `e`, EC `x` and `y`, the OKP `x`, the AKP `pub`, the whole key) would
+    /// have as an HMAC secret, in every text form a JWKS or a tool shows it
+    /// (see [`forms::member_texts`]). A key set withdraws a secret found
+    /// here: anyone holding the public key could forge tokens with it.
+    member_ids: Box<[[u8; 32]]>,
 }
 
 impl std::fmt::Debug for Key {
@@ -216,6 +222,7 @@ impl Key {
             padded: false,
             fingerprint: fingerprint(algorithm.name(), secret),
             material_id: fingerprint(KeyType::Oct.as_str(), secret),
+            member_ids: Box::new([]),
         })
     }
 
@@ -343,6 +350,10 @@ impl Key {
             padded: false,
             fingerprint: fingerprint(algorithm.name(), bytes),
             material_id: fingerprint(kty.as_str(), bytes),
+            member_ids: forms::member_texts(bytes, kty)
+                .iter()
+                .map(|text| fingerprint(KeyType::Oct.as_str(), text))
+                .collect(),
         })
     }
 
@@ -389,6 +400,12 @@ impl Key {
 
     pub fn fingerprint(&self) -> &[u8; 32] {
         &self.fingerprint
+    }
+
+    /// Whether this HMAC secret is a public member of `public` in one of
+    /// the text forms a JWKS or a tool shows it (never for two public keys).
+    pub(crate) fn secret_is_member_of(&self, public: &Key) -> bool {
+        self.kty == KeyType::Oct && public.member_ids.contains(&self.material_id)
     }
 
     /// Whether two keys are one: the same key bytes, and the algorithms of

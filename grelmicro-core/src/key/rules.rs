@@ -46,6 +46,17 @@ pub(super) fn check_secret(secret: &[u8], algorithm: Algorithm) -> Result<Sha2> 
              (Key.pem or Key.jwk) instead",
         ));
     }
+    if let Some(what) = forms::public_member_text(secret) {
+        return Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!(
+                "this secret reads as {what}: public key material is no secret, anyone \
+                 holding the JWKS could forge tokens; load the key with Key.jwk instead \
+                 (if it is a random secret of yours, draw a new one: it took the shape \
+                 of public key material by chance)"
+            ),
+        ));
+    }
     let minimum = algorithm.hmac_min_secret();
     if secret.len() < minimum {
         return Err(Error::with(

@@ -852,3 +852,52 @@ fn mangled_public_key_text_is_not_an_hmac_secret() {
         assert!(Key::secret(secret.as_bytes(), Algorithm::HS256, None).is_ok());
     }
 }
+
+/// RFC 7638 §3.1's RSA modulus (2048 bits), as a JWK's `n`.
+const RFC7638_N: &str = "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw";
+
+#[test]
+fn the_bare_text_of_a_public_member_is_no_secret() {
+    // Issue 33, D5: an RSA `n` or an ML-DSA `pub` pasted as an HMAC secret.
+    let n = token::decode(RFC7638_N.as_bytes()).unwrap();
+    let hex = n.iter().fold(String::new(), |mut out, b| {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{b:02x}");
+        out
+    });
+    let standard = base64_simd::STANDARD.encode_to_string(&n);
+    let mldsa = token::encode(&[0x5a; 1312]);
+    let mldsa_87 = base64_simd::STANDARD.encode_to_string([0xa5; 2592]);
+    for secret in [
+        RFC7638_N.to_owned(),
+        format!("  \"{RFC7638_N}\"\n"),
+        hex.clone(),
+        hex.to_uppercase(),
+        standard,
+        mldsa,
+        mldsa_87,
+    ] {
+        let err = Key::secret(secret.as_bytes(), Algorithm::HS256, None).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidKey, "{secret:.20}");
+        assert!(err.message().contains("public key material"));
+        assert!(!err.message().contains(&RFC7638_N[..16]));
+    }
+    // What stays a secret: the usual random text, and long text that is no
+    // modulus (even, or with a small factor, or without the top bit).
+    let mut even = n.clone();
+    *even.last_mut().unwrap() &= 0xfe;
+    let mut low = n.clone();
+    low[0] &= 0x7f;
+    for secret in [
+        token::encode(&[0x42; 32]),
+        token::encode(&[0x42; 64]),
+        token::encode(&even),
+        token::encode(&low),
+        token::encode(&[0xc3; 1311]),
+    ] {
+        assert!(
+            Key::secret(secret.as_bytes(), Algorithm::HS256, None).is_ok(),
+            "{secret:.20}"
+        );
+    }
+}

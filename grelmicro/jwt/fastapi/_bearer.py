@@ -187,7 +187,7 @@ class JWTBearer(SecurityBase):
                     exc.reason, exc.detail, retry_after=exc.retry_after
                 ) from None
             if self.bindings or "cnf" in claims:
-                self._check_binding(connection, presentation, claims)
+                await self._check_binding(connection, presentation, claims)
             if security_scopes.scopes or self._required_roles:
                 self._check_grants(claims, security_scopes.scopes)
         except BearerError as exc:
@@ -239,7 +239,7 @@ class JWTBearer(SecurityBase):
             ) from None
         return claims
 
-    def _check_binding(
+    async def _check_binding(
         self, connection: HTTPConnection, presentation: Presentation, claims: Claims
     ) -> None:
         """Every confirmation method in ``cnf`` is checked by a binding, or the token is refused."""
@@ -248,7 +248,7 @@ class JWTBearer(SecurityBase):
         except BindingError as exc:
             raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
         for binding in self.bindings:
-            binding.check(connection, presentation, claims, bound, self.challenges)
+            await binding.check_async(connection, presentation, claims, bound, self.challenges)
         if bound is UNBOUND:
             return
         refused = bound.unchecked(self._checked)

@@ -18,7 +18,8 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import Mapping
+import ipaddress
+from collections.abc import Iterable, Mapping
 from typing import ClassVar
 from urllib.parse import unquote
 
@@ -70,6 +71,17 @@ class Binding:
         """Refuse (raise a :class:`~grelmicro.jwt.fastapi.BearerError`) what does not fit."""
         raise NotImplementedError
 
+    async def check_async(
+        self,
+        connection: HTTPConnection,
+        presentation: Presentation,
+        claims: Claims,
+        bound: Confirmation,
+        challenges: Challenges,
+    ) -> None:
+        """:meth:`check`, as the dependency calls it (a binding doing I/O awaits it here)."""
+        self.check(connection, presentation, claims, bound, challenges)
+
 
 def certificate_thumbprint(der: bytes) -> str:
     """The RFC 8705 ``x5t#S256`` of a DER certificate: base64url SHA-256, no padding."""
@@ -81,8 +93,19 @@ _PEM_BEGIN = "-----BEGIN CERTIFICATE-----"
 _PEM_END = "-----END CERTIFICATE-----"
 
 
+class _UnusableHeaderError(Exception):
+    """A certificate header from a trusted proxy that cannot be trusted as it is."""
+
+
 def _pem_to_der(pem: str) -> bytes | None:
-    """The DER body of the first PEM certificate in ``pem``, ``None`` if there is none."""
+    """The DER body of the one PEM certificate in ``pem``, ``None`` if there is none.
+
+    Raises:
+        _UnusableHeaderError: ``pem`` holds several certificates (which one is the
+            client's would be a guess).
+    """
+    if pem.count(_PEM_BEGIN) > 1:
+        raise _UnusableHeaderError
     start = pem.find(_PEM_BEGIN)
     end = pem.find(_PEM_END, start + 1)
     if start < 0 or end < 0:
@@ -94,14 +117,135 @@ def _pem_to_der(pem: str) -> bytes | None:
         return None
 
 
+def _split_unquoted(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator`` where it stands outside double quotes.
+
+    Inside quotes a backslash escapes the next character.
+
+    Raises:
+        _UnusableHeaderError: a quote is left open.
+    """
+    parts: list[str] = []
+    start, quoted, escaped = 0, False, False
+    for index, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            parts.append(text[start:index])
+            start = index + 1
+    if quoted or escaped:
+        raise _UnusableHeaderError
+    parts.append(text[start:])
+    return parts
+
+
+def _unquoted(raw: str) -> str:
+    """A plain or double-quoted XFCC value, its backslash escapes undone.
+
+    Raises:
+        _UnusableHeaderError: a quote that does not enclose the whole value.
+    """
+    if not raw.startswith('"'):
+        if '"' in raw:
+            raise _UnusableHeaderError
+        return raw
+    chars: list[str] = []
+    escaped = False
+    for index, char in enumerate(raw[1:], 1):
+        if escaped:
+            chars.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == '"':
+            if index != len(raw) - 1:
+                raise _UnusableHeaderError  # text after the closing quote
+            return "".join(chars)
+        else:
+            chars.append(char)
+    raise _UnusableHeaderError
+
+
+def _xfcc_elements(value: str) -> list[list[tuple[str, str]]]:
+    """An Envoy ``X-Forwarded-Client-Cert`` value read by its grammar.
+
+    Elements are separated by ``,`` and their ``key=value`` pairs by ``;``,
+    only outside double quotes; a quoted value keeps its ``,``, ``;`` and
+    ``=``, and a backslash in it escapes the next character. Keys are
+    lower-cased; whitespace around elements, pairs and values is skipped.
+
+    Raises:
+        _UnusableHeaderError: a quote left open or not enclosing a whole
+            value, or a pair without ``=``.
+    """
+    elements = []
+    for element in _split_unquoted(value, ","):
+        pairs = []
+        for pair in _split_unquoted(element, ";"):
+            if not pair.strip():
+                continue
+            key, equals, raw = pair.partition("=")
+            if not equals or '"' in key or not key.strip():
+                raise _UnusableHeaderError
+            pairs.append((key.strip().lower(), _unquoted(raw.strip())))
+        if pairs:
+            elements.append(pairs)
+    return elements
+
+
 def _xfcc_certificate(value: str) -> bytes | None:
-    """The ``Cert`` of the first element of an Envoy ``X-Forwarded-Client-Cert`` header."""
-    first = value.split(",", 1)[0]
-    for part in first.split(";"):
-        key, _, raw = part.strip().partition("=")
-        if key.lower() == "cert":
-            return _pem_to_der(unquote(raw.strip('"')))
-    return None
+    """The ``Cert`` of the last element of an ``X-Forwarded-Client-Cert`` value.
+
+    Each proxy appends its element: the last one is the nearest proxy's (the
+    trusted one), every earlier one came from further away, perhaps from
+    the client. Two ``Cert`` pairs in that element are refused.
+    """
+    elements = _xfcc_elements(value)
+    if not elements:
+        return None
+    certificates = [text for key, text in elements[-1] if key == "cert"]
+    if len(certificates) > 1:
+        raise _UnusableHeaderError
+    return _pem_to_der(unquote(certificates[0])) if certificates else None
+
+
+def _network(entry: object) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """An address or a network (``10.0.0.0/24``) read, ``None`` if it is neither."""
+    if not isinstance(entry, str):
+        return None
+    try:
+        return ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        return None
+
+
+def _networks(
+    trusted_proxies: Iterable[str],
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``trusted_proxies`` read as networks (an address is a network of one)."""
+    if isinstance(trusted_proxies, str):
+        trusted_proxies = [trusted_proxies]
+    try:
+        given: list[object] = list(trusted_proxies)
+    except TypeError:
+        given = [trusted_proxies]  # not iterable: refused as an entry below
+    networks = []
+    for entry in given:
+        network = _network(entry)
+        if network is None:
+            raise ConfigurationError(
+                "trusted_proxies are the addresses or networks of the proxies that set "
+                "the header, such as '10.0.0.5' or '10.0.0.0/24' (host names are not "
+                "accepted)"
+            )
+        networks.append(network)
+    if not networks:
+        raise ConfigurationError("trusted_proxies needs at least one address or network")
+    return tuple(networks)
 
 
 class CertificateBinding(Binding):
@@ -109,18 +253,34 @@ class CertificateBinding(Binding):
 
     The certificate comes from the ASGI server's TLS extension
     (``scope["extensions"]["tls"]["client_cert_chain"]``) or, behind a proxy
-    that terminates TLS, from ``trusted_header`` (named explicitly: only a
-    proxy that sets it and strips any copy sent by clients may be trusted).
-    uvicorn does not pass the client certificate to the app (0.54); run it
-    behind such a proxy, or under a server that implements the extension.
+    that terminates TLS, from ``trusted_header``. That header is read only on
+    a request whose peer (``scope["client"]``, the address the ASGI server
+    reports) is one of ``trusted_proxies``; from any other peer it is
+    ignored, so a client reaching the app directly cannot name a certificate
+    it does not hold. uvicorn does not pass the client certificate to the
+    app (0.54); run it behind such a proxy, or under a server that
+    implements the extension.
+
+    A request is refused (``certificate-binding``) when the header from a
+    trusted proxy is ambiguous (several PEM certificates, two header lines,
+    two ``Cert`` pairs, an ``X-Forwarded-Client-Cert`` that does not parse),
+    or when the TLS connection carries a client certificate that is not the
+    one the header names. A header that names no certificate counts as none.
 
     Args:
         trusted_header: the header the proxy puts the client certificate in
             (``X-Client-Cert``, ``X-Forwarded-Client-Cert``); ``None`` reads
             the TLS extension only.
-        header_format: ``"pem"`` (URL-encoded or plain PEM, as nginx's
-            ``$ssl_client_escaped_cert`` and most load balancers send it) or
-            ``"xfcc"`` (Envoy's ``Cert="..."`` element).
+        trusted_proxies: the addresses or networks (``"10.0.0.5"``,
+            ``"10.0.0.0/24"``, ``"::1"``) of the proxies that set
+            ``trusted_header``; required with it. An ASGI server that
+            rewrites ``scope["client"]`` from ``X-Forwarded-For`` (uvicorn's
+            ``--proxy-headers``) reports the client, not the proxy: the
+            header is then ignored and bound tokens are refused.
+        header_format: ``"pem"`` (URL-encoded or plain PEM, one certificate,
+            as nginx's ``$ssl_client_escaped_cert`` and most load balancers
+            send it) or ``"xfcc"`` (Envoy's ``X-Forwarded-Client-Cert``: the
+            ``Cert`` of the last element, the one the nearest proxy appended).
         required: refuse tokens that are not certificate-bound.
     """
 
@@ -130,6 +290,7 @@ class CertificateBinding(Binding):
         self,
         *,
         trusted_header: str | None = None,
+        trusted_proxies: Iterable[str] | None = None,
         header_format: str = "pem",
         required: bool = False,
     ) -> None:
@@ -137,6 +298,16 @@ class CertificateBinding(Binding):
             not isinstance(trusted_header, str) or not trusted_header.strip()
         ):
             raise ConfigurationError("trusted_header must be a header name such as 'X-Client-Cert'")
+        if trusted_header is not None and trusted_proxies is None:
+            raise ConfigurationError(
+                "trusted_header is believed only from the proxies that set it: pass "
+                "trusted_proxies=['10.0.0.5'] (their addresses or networks); without it any "
+                "client reaching the app directly could name a certificate it does not hold"
+            )
+        if trusted_header is None and trusted_proxies is not None:
+            raise ConfigurationError(
+                "trusted_proxies names the proxies that set trusted_header; pass trusted_header too"
+            )
         if header_format not in ("pem", "xfcc"):
             raise ConfigurationError("header_format must be 'pem' or 'xfcc'")
         if not isinstance(required, bool):
@@ -144,6 +315,7 @@ class CertificateBinding(Binding):
         self.trusted_header = (
             None if trusted_header is None else trusted_header.strip().lower().encode("latin-1")
         )
+        self.trusted_proxies = () if trusted_proxies is None else _networks(trusted_proxies)
         self.header_format = header_format
         self.required = required
 
@@ -155,28 +327,61 @@ class CertificateBinding(Binding):
         self,
         scope: Scope,
         presentation: Presentation,
-        challenges: Challenges,  # noqa: ARG002 - a missing certificate is refused in check()
+        challenges: Challenges,
     ) -> Presentation:
-        """The client certificate, from the TLS extension or the trusted header."""
-        certificate = self._certificate(scope)
+        """The client certificate, from the TLS extension or the trusted proxy's header."""
+        try:
+            certificate = self._certificate(scope)
+        except _UnusableHeaderError:
+            raise challenges.invalid_token(
+                CertificateBindingError.reason, presentation.scheme
+            ) from None
         if certificate is None:
             return presentation
         return presentation._replace(certificate=certificate)
 
+    def _from_proxy(self, scope: Scope) -> bool:
+        """Whether the request's peer is one of the trusted proxies."""
+        client = scope.get("client")
+        if not client:
+            return False
+        try:
+            address = ipaddress.ip_address(str(client[0]))
+        except ValueError:
+            return False  # a Unix socket path, a name: not a named proxy
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.trusted_proxies)
+
     def _certificate(self, scope: Scope) -> bytes | None:
-        """The client certificate (DER) the server or the trusted proxy provides."""
-        if self.trusted_header is None:
-            tls = (scope.get("extensions") or {}).get("tls") or {}
-            chain = tls.get("client_cert_chain") or ()
-            first = next(iter(chain), None)
-            return _pem_to_der(first) if isinstance(first, str) else None
+        """The client certificate (DER) the server or a trusted proxy provides.
+
+        Raises:
+            _UnusableHeaderError: the trusted proxy's header cannot be read as one
+                certificate, or disagrees with the TLS connection's.
+        """
+        tls = (scope.get("extensions") or {}).get("tls") or {}
+        chain = tls.get("client_cert_chain") or ()
+        first = next(iter(chain), None)
+        connection = _pem_to_der(first) if isinstance(first, str) else None
+        if self.trusted_header is None or not self._from_proxy(scope):
+            return connection
         values = [raw for name, raw in scope["headers"] if name == self.trusted_header]
+        if not values:
+            return connection
         if len(values) != 1:
-            return None  # none, or two: trust neither
+            raise _UnusableHeaderError  # two: trust neither
         text = values[0].decode("latin-1")
-        if self.header_format == "xfcc":
-            return _xfcc_certificate(text)
-        return _pem_to_der(unquote(text))
+        header = (
+            _xfcc_certificate(text) if self.header_format == "xfcc" else _pem_to_der(unquote(text))
+        )
+        if header is None:
+            # No certificate in it (no Cert pair, not PEM): none was shown,
+            # unless the connection shows one (a bound token is refused then).
+            return connection
+        if connection is not None and not hmac.compare_digest(connection, header):
+            raise _UnusableHeaderError
+        return header
 
     def check(
         self,

@@ -227,14 +227,21 @@ class Challenges:
             missing=missing,
         )
 
-    def too_many(self, reason: str, detail: str) -> BearerError:
-        """429 with ``Retry-After``: this client alone sends faster than it may."""
+    def too_many(
+        self, reason: str, detail: str, *, retry_after: float | None = None
+    ) -> BearerError:
+        """429 with ``Retry-After``: this client alone sends faster than it may.
+
+        ``retry_after``: when it may send again (whole seconds, at least 1);
+        the configured default when not known.
+        """
+        seconds = self.retry_after if retry_after is None else max(1, math.ceil(retry_after))
         return BearerError(
             429,
             error=None,
             reason=reason,
             detail=detail,
-            headers={"Retry-After": str(self.retry_after)},
+            headers={"Retry-After": str(seconds)},
         )
 
     def unavailable(

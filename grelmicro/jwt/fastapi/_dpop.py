@@ -83,6 +83,7 @@ _DETAILS = {"use-dpop-nonce": "The DPoP proof must carry the server's nonce (see
 
 _STORE_FULL = "Too many DPoP proofs are in flight; try again later."
 _OVER_QUOTA = "Too many DPoP proofs from this key; slow down."
+_STORE_DOWN = "The DPoP replay store cannot be reached; try again later."
 
 _ACCEPTED = {"required": "DPoP only", "accepted": "DPoP or Bearer", "off": "Bearer only"}
 
@@ -212,24 +213,60 @@ class DPoPBinding(Binding):
         challenges: Challenges,
     ) -> None:
         """The DPoP proof, and the token's binding to its key (RFC 9449 §4.3, §7)."""
-        dpop = self.dpop
         scheme = presentation.scheme
-        if scheme != DPOP and dpop.mode != "required" and bound.jkt is None:
+        if scheme != DPOP and self.dpop.mode != "required" and bound.jkt is None:
             return  # a plain bearer token where bearer tokens are accepted
         try:
-            dpop.check(
-                scheme=scheme,
-                access_token=presentation.token,
-                claims=claims,
-                proof=presentation.proof,
-                method=connection.scope.get("method", "GET"),
-                uri=self._uri(connection, challenges) if scheme == DPOP else "",
-            )
+            self.dpop.check(**self._arguments(connection, presentation, claims, challenges))
         except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
-            dpop_checked(self.telemetry, exc)  # telemetry (otel.py)
-            raise self._refusal(challenges, exc) from None
+            raise self._refused(challenges, exc) from None
         if self.telemetry is not None:  # nothing paid per accepted proof without telemetry
             self.telemetry.dpop_checked(None)
+
+    async def check_async(
+        self,
+        connection: HTTPConnection,
+        presentation: Presentation,
+        claims: Claims,
+        bound: Confirmation,
+        challenges: Challenges,
+    ) -> None:
+        """:meth:`check`, awaiting a replay store that has ``record_async`` (a shared one)."""
+        scheme = presentation.scheme
+        if scheme != DPOP and self.dpop.mode != "required" and bound.jkt is None:
+            return
+        try:
+            await self.dpop.check_async(
+                **self._arguments(connection, presentation, claims, challenges)
+            )
+        except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
+            raise self._refused(challenges, exc) from None
+        if self.telemetry is not None:
+            self.telemetry.dpop_checked(None)
+
+    def _arguments(
+        self,
+        connection: HTTPConnection,
+        presentation: Presentation,
+        claims: Claims,
+        challenges: Challenges,
+    ) -> dict[str, Any]:
+        """What :meth:`DPoPVerifier.check` reads of the request."""
+        scheme = presentation.scheme
+        return {
+            "scheme": scheme,
+            "access_token": presentation.token,
+            "claims": claims,
+            "proof": presentation.proof,
+            "method": connection.scope.get("method", "GET"),
+            "uri": self._uri(connection, challenges) if scheme == DPOP else "",
+        }
+
+    def _refused(
+        self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
+    ) -> BearerError:
+        dpop_checked(self.telemetry, exc)  # telemetry (otel.py)
+        return self._refusal(challenges, exc)
 
     def _refusal(
         self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
@@ -243,10 +280,18 @@ class DPoPBinding(Binding):
                 if exc.use_nonce
                 else self._proof_refused(challenges, exc.reason)
             )
+        if exc.unavailable:
+            return challenges.unavailable(
+                "dpop-replay-store-unavailable", _STORE_DOWN, retry_after=exc.retry_after
+            )
         if exc.store_full:
-            return challenges.unavailable("dpop-replay-store-full", _STORE_FULL)
+            return challenges.unavailable(
+                "dpop-replay-store-full", _STORE_FULL, retry_after=exc.retry_after
+            )
         if exc.over_quota:
-            return challenges.too_many("dpop-replay-over-quota", _OVER_QUOTA)
+            return challenges.too_many(
+                "dpop-replay-over-quota", _OVER_QUOTA, retry_after=exc.retry_after
+            )
         return self._proof_refused(challenges, exc.reason)
 
     def _proof_refused(self, challenges: Challenges, reason: str) -> BearerError:

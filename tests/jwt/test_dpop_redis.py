@@ -1,0 +1,318 @@
+"""The shared DPoP replay store on a real Redis (issue 33, N10 and N22).
+
+A ``redis-server`` from the Debian package (``bash scripts/prereqs.sh
+servers``) runs on 127.0.0.1 for this module; each test uses its own key
+prefix. The fleet tests run the app of ``dpop_fleet_app.py`` under uvicorn
+in separate processes: a captured proof is accepted once across them with
+:class:`RedisReplayStore`, once per process without it.
+"""
+
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import pytest
+from daemons import RedisServer, free_port, wait_listening
+from dpop_proofs import ProofSigner, access_token
+from fastapi import Depends, FastAPI
+from forge import SECRET
+from servers import serve
+
+from grelmicro.jwt import (
+    Claims,
+    ConfigurationError,
+    DPoPReplayError,
+    DPoPVerifier,
+    JWTVerifier,
+    Key,
+    RedisReplayStore,
+    ReplayStore,
+)
+from grelmicro.jwt.fastapi_dpop import DPoPBearer
+
+TESTS = Path(__file__).resolve().parent
+ORIGIN = "https://api.example.com"
+URI = f"{ORIGIN}/items"
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+def store_on(server: RedisServer, **options: Any) -> RedisReplayStore:
+    """A store with a prefix of its own (tests share the server)."""
+    return RedisReplayStore(server.url, prefix=f"test:{uuid.uuid4().hex}", **options)
+
+
+def fresh_token(signer: ProofSigner) -> str:
+    now = int(time.time())
+    return access_token(signer.jkt, exp=now + 3600, iat=now)
+
+
+def dpop_headers(signer: ProofSigner, token: str, proof: str | None = None) -> dict[str, str]:
+    proof = proof or signer.proof("GET", URI, token, iat=time.time())
+    return {"Authorization": f"DPoP {token}", "DPoP": proof}
+
+
+# -- a fleet: separate uvicorn processes sharing one Redis ------------------------------
+
+
+@contextmanager
+def uvicorn_process(redis_url: str | None, *, workers: int = 1) -> Iterator[str]:
+    """``dpop_fleet_app:app`` under ``uvicorn --workers N`` in a child process."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
+        "GRELMICRO_TEST_REDIS": redis_url or "",
+    }
+    command = [
+        sys.executable, "-m", "uvicorn", "dpop_fleet_app:app",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers), "--log-level", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(  # a fixed command line
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_listening(port, process, "uvicorn")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def get(url: str, headers: dict[str, str]) -> httpx.Response:
+    """One request on a connection of its own (any worker may take it)."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        return client.get("/items", headers=headers)
+
+
+def test_a_captured_proof_is_accepted_once_across_two_replicas(redis_server: RedisServer):
+    signer = ProofSigner("ES256", seed=1)
+    token = fresh_token(signer)
+    captured = dpop_headers(signer, token)
+    with uvicorn_process(redis_server.url) as a, uvicorn_process(redis_server.url) as b:
+        first = get(a, captured)
+        on_b = get(b, captured)
+        on_a = get(a, captured)
+    assert first.status_code == 200, first.text
+    for replay in (on_b, on_a):
+        assert replay.status_code == 401
+        assert replay.json()["reason"] == "dpop-replay"
+
+
+def test_without_a_shared_store_each_replica_accepts_the_proof_once():
+    """The contrast (the finding N10): per-process memory, one acceptance per process."""
+    signer = ProofSigner("ES256", seed=2)
+    captured = dpop_headers(signer, fresh_token(signer))
+    with uvicorn_process(None) as a, uvicorn_process(None) as b:
+        answers = [get(a, captured), get(b, captured), get(a, captured)]
+    assert [r.status_code for r in answers] == [200, 200, 401]
+
+
+def test_uvicorn_with_two_workers_accepts_a_proof_once(redis_server: RedisServer):
+    """``uvicorn --workers 2``: whichever worker takes each request, one acceptance in all."""
+    signer = ProofSigner("ES256", seed=3)
+    token = fresh_token(signer)
+    captured = dpop_headers(signer, token)
+    with uvicorn_process(redis_server.url, workers=2) as url:
+        replays = [get(url, captured) for _ in range(12)]
+        fresh = [get(url, dpop_headers(signer, token)) for _ in range(12)]
+    assert sorted(r.status_code for r in replays) == [200] + [401] * 11
+    assert all(r.status_code == 200 for r in fresh)  # every new proof: accepted
+    pids = {r.json()["pid"] for r in fresh + replays if r.status_code == 200}
+    assert pids  # the pids that served (two when the kernel spread the connections)
+
+
+def test_two_workers_with_redis_killed_accept_nothing(tmp_path: Path):
+    """``uvicorn --workers 2``, Redis killed mid-run: 503 on both workers, no second acceptance."""
+    signer = ProofSigner("ES256", seed=8)
+    token = fresh_token(signer)
+    captured = dpop_headers(signer, token)
+    with RedisServer(tmp_path) as server, uvicorn_process(server.url, workers=2) as url:
+        first = get(url, captured)
+        assert server.process is not None
+        server.process.kill()  # not a clean shutdown
+        server.process.wait(10)
+        down = [get(url, captured) for _ in range(6)]
+        down += [get(url, dpop_headers(signer, token)) for _ in range(6)]
+    assert first.status_code == 200
+    for response in down:
+        assert response.status_code == 503
+        assert response.json()["reason"] == "dpop-replay-store-unavailable"
+        assert response.headers["retry-after"] == "1"
+
+
+# -- Redis down: fail closed, or the explicit fallback ------------------------------------
+
+
+def app_with(store: RedisReplayStore) -> FastAPI:
+    auth = DPoPBearer(
+        JWTVerifier([Key.secret(SECRET)]),
+        DPoPVerifier("required", replay_store=store),
+        public_url=ORIGIN,
+    )
+    app = FastAPI()
+    auth.install(app)
+
+    @app.get("/items")
+    def items(claims: Annotated[Claims, Depends(auth)]) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    return app
+
+
+def test_redis_stopped_mid_run_fails_closed(tmp_path: Path):
+    signer = ProofSigner("ES256", seed=4)
+    token = fresh_token(signer)
+    with RedisServer(tmp_path) as server:
+        store = store_on(server, retry_after=2)
+        with serve(app_with(store)) as client:
+            captured = dpop_headers(signer, token)
+            first = client.get("/items", headers=captured)
+            server.stop()
+            replay_while_down = client.get("/items", headers=captured)
+            new_while_down = client.get("/items", headers=dpop_headers(signer, token))
+            server.start()
+            replay_after = client.get("/items", headers=captured)
+            new_after = client.get("/items", headers=dpop_headers(signer, token))
+
+    assert first.status_code == 200
+    for down in (replay_while_down, new_while_down):
+        assert down.status_code == 503
+        assert down.json()["reason"] == "dpop-replay-store-unavailable"
+        assert down.headers["retry-after"] == "2"
+    # A restarted Redis has forgotten (no persistence here): the replay is
+    # accepted again; that is what persistence or a replica is for (docs/dpop.md).
+    assert replay_after.status_code == 200
+    assert new_after.status_code == 200
+
+
+def test_the_sync_path_fails_closed_too(tmp_path: Path):
+    signer = ProofSigner("ES256", seed=5)
+    token = fresh_token(signer)
+    verifier = JWTVerifier([Key.secret(SECRET)])
+    with RedisServer(tmp_path) as server:
+        store = store_on(server)
+        dpop = DPoPVerifier("required", replay_store=store)
+        proof = signer.proof("GET", URI, token, iat=time.time())
+        dpop.check(
+            scheme="DPoP", access_token=token, claims=verifier.verify(token),
+            proof=proof, method="GET", uri=URI,
+        )  # fmt: skip
+    with pytest.raises(DPoPReplayError) as caught:
+        dpop.check(
+            scheme="DPoP", access_token=token, claims=verifier.verify(token),
+            proof=signer.proof("GET", URI, token, iat=time.time()), method="GET", uri=URI,
+        )  # fmt: skip
+    assert caught.value.unavailable
+    assert not caught.value.store_full
+    assert SECRET.decode() not in str(caught.value)
+
+
+def test_the_fallback_is_an_explicit_opt_in(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    signer = ProofSigner("ES256", seed=6)
+    token = fresh_token(signer)
+    server = RedisServer(tmp_path)  # never started: nothing listens on its port
+    store = store_on(server, fallback=ReplayStore())
+    captured = dpop_headers(signer, token)
+    with caplog.at_level(logging.WARNING, "grelmicro.jwt"), serve(app_with(store)) as client:
+        first = client.get("/items", headers=captured)
+        replay = client.get("/items", headers=captured)
+    assert first.status_code == 200
+    assert replay.status_code == 401
+    assert replay.json()["reason"] == "dpop-replay"
+    events = [getattr(r, "jwt_event", None) for r in caplog.records]
+    assert events.count("dpop.replay_store.down") == 1
+
+
+# -- the fair-share rule, in process and on Redis ---------------------------------------
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def small_store(request: pytest.FixtureRequest, redis_server: RedisServer) -> Any:
+    def make(max_size: int) -> Any:
+        if request.param == "redis":
+            return store_on(redis_server, max_size=max_size, max_per_key=max_size)
+        return ReplayStore(max_size, max_per_key=max_size)
+
+    return make
+
+
+def test_a_keys_share_shrinks_as_keys_fill_the_store(small_store: Any):
+    store = small_store(8)
+    now, window = time.time(), 70.0
+
+    def record(owner: str, at: float = now) -> bool:
+        return bool(store.record(uuid.uuid4().bytes, owner, now=at, until=at + window))
+
+    # Alone, a key takes up to half: 4 entries (3 < 8 - 3, then 4 < 8 - 4 fails).
+    assert [record("a", now + i) for i in range(4)] == [True] * 4
+    with pytest.raises(DPoPReplayError) as caught:
+        record("a", now + 4)
+    assert caught.value.over_quota
+    # The key's own oldest entry frees its room: 66 s from then (not a constant).
+    assert caught.value.retry_after == pytest.approx(window - 4, abs=0.01)
+    # A newcomer is let in while there is room; with two keys the shares shrink:
+    # b takes 2 (1 * 2 keys < 3 free, then 2 * 2 < 2 fails).
+    assert record("b", now + 5)
+    assert record("b", now + 5)
+    with pytest.raises(DPoPReplayError) as second:
+        record("b", now + 5)
+    assert second.value.over_quota
+    # Newcomers get in until the store is full (the last free entry, for d).
+    assert record("c", now + 6)
+    with pytest.raises(DPoPReplayError):
+        record("c", now + 6)  # 1 * 3 keys >= 1 free
+    assert record("d", now + 6)
+    with pytest.raises(DPoPReplayError) as full:
+        record("e", now + 7)
+    assert full.value.store_full
+    # Room frees when the store's oldest entry expires: a's first, at now + 70.
+    assert full.value.retry_after == pytest.approx(window - 7, abs=0.01)
+    assert record("e", now + window + 0.5)  # past it: room again
+
+
+def test_a_replay_is_a_replay_in_both_stores(small_store: Any):
+    store = small_store(8)
+    key, now = uuid.uuid4().bytes, time.time()
+    assert store.record(key, "a", now=now, until=now + 70)
+    assert not store.record(key, "a", now=now + 1, until=now + 71)
+    assert not store.record(key, "a", now=now + 70, until=now + 140)  # through its deadline
+    assert store.record(key, "a", now=now + 70.5, until=now + 140)  # forgotten after it
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"url": 6379},
+        {"url": "http://localhost:6379"},
+        {"url": "redis://127.0.0.1:1", "prefix": "{a}"},
+        {"url": "redis://127.0.0.1:1", "prefix": ""},
+        {"url": "redis://127.0.0.1:1", "timeout": 0},
+        {"url": "redis://127.0.0.1:1", "max_size": 0},
+        {"url": "redis://127.0.0.1:1", "max_per_key": 0},
+        {"url": "redis://127.0.0.1:1", "fallback": "memory"},
+        {"url": "redis://127.0.0.1:1", "max_connections": True},
+    ],
+)
+def test_bad_settings_are_configuration_errors(options: dict[str, Any]):
+    with pytest.raises(ConfigurationError):
+        RedisReplayStore(**options)
