@@ -402,6 +402,8 @@ class Reporter:
         reason = error.reason
         if getattr(error, "use_nonce", False):
             reason = "use-dpop-nonce"
+        elif getattr(error, "unavailable", False):  # a shared store that cannot be reached
+            reason = "dpop-replay-store-unavailable"
         elif getattr(error, "store_full", False):
             reason = "dpop-replay-store-full"
         elif getattr(error, "over_quota", False):
