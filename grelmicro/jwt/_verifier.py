@@ -35,11 +35,12 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import FetchOptions
-from grelmicro.jwt._issuers import Issuer, build_router
+from grelmicro.jwt._issuers import Issuer, build_router, lift_template
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt._router import KeyRouter
 from grelmicro.jwt._steps import Pending, drive_async
+from grelmicro.jwt._tenants import TENANT_TTL, TenantsOption
 from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
@@ -310,6 +311,9 @@ class JWTVerifier:
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
         telemetry: bool | Telemetry = False,
+        tenants: TenantsOption | None = None,
+        tenant_claim: str = "tid",
+        tenants_ttl: float = TENANT_TTL,
         **settings: Unpack[JWTSettings],
     ) -> None:
         # The setting keywords are JWTConfig's fields (JWTSettings): a
@@ -348,6 +352,24 @@ class JWTVerifier:
         object.__setattr__(self, "_counters", [0, 0] if counting else None)
         object.__setattr__(self, "_router", None)
         object.__setattr__(self, "_skipped", ())
+        # issuer="...{tenantid}..." (with tenants=) is the one template Issuer it means.
+        config, template = lift_template(
+            config,
+            keys=keys,
+            jwks=jwks,
+            jwks_url=jwks_url,
+            discover=discover,
+            tenants=tenants,
+            tenant_claim=tenant_claim,
+            tenants_ttl=tenants_ttl,
+            several=issuers is not None,
+            allow_symmetric=allow_symmetric,
+            allow_insecure_loopback=allow_insecure_loopback,
+        )
+        if template is not None:
+            keys = jwks = jwks_url = discover = None
+            issuers = [template]
+            object.__setattr__(self, "config", config)
         if jwks_url is None and discover is None and issuers is None:
             if reporter is not None:
                 reporter.bind(config.issuer, _allowed(config), [])
@@ -372,7 +394,7 @@ class JWTVerifier:
         object.__setattr__(self, "_router", router)
         if reporter is not None:
             named = (*config.issuer, *router.issuers)
-            reporter.bind(named, _allowed(config), list(router.sources))
+            reporter.bind(named, _allowed(config), list(router.sources), router.templates)
         router.on_removed(_weak_call(self, JWTVerifier._drop_cache))
         self._install_engine(router)
 
