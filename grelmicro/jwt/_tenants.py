@@ -467,7 +467,7 @@ class TenantRoute:
             "tenant", f'tenant "{_core.escape(tenant, 64)}" is not one this service accepts'
         )
 
-    def bucket(self, tenant: object) -> str | None:
+    def bucket(self, tenant: str) -> str | None:
         """The tenant as a metric attribute: only an allow-listed id, else None."""
         listed = self.tenants.listed
-        return tenant if listed is not None and tenant in listed else None  # type: ignore[return-value]
+        return tenant if listed is not None and tenant in listed else None
