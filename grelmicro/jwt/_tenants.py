@@ -36,7 +36,7 @@ from typing import Any, Literal
 from grelmicro.jwt import _core
 from grelmicro.jwt._router import Slot, unverified_claims
 from grelmicro.jwt._snapshot import Flight, Wait
-from grelmicro.jwt._steps import Result, Steps, drive_sync
+from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync
 from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError
 
 __all__ = [
@@ -420,7 +420,16 @@ class TenantRoute:
             return drive_sync(self._steps(token, now, tenant), token)
         if not allowed:
             raise self._not_allowed(tenant)
-        payload, until = self.slot.verify_until(token, now)
+        try:
+            payload, until = self.slot.verify_until(token, now)
+        except Pending as pending:  # keys fetched on the event loop: check what they verify
+            pending.steps = self._then_bound(pending.steps, now, tenant)
+            raise
+        return self._bound(payload, until, now, tenant)
+
+    def _then_bound(self, steps: Steps, now: float, tenant: str) -> Steps:
+        """``steps`` (suspended at their first wait), then the checks of :meth:`_bound`."""
+        payload, until = yield from steps
         return self._bound(payload, until, now, tenant)
 
     def _steps(self, token: str | bytes, now: float, tenant: str) -> Steps:

@@ -253,6 +253,37 @@ def test_results_of_a_callable_tenant_are_cached_no_longer_than_its_ttl(
     verifier.close()
 
 
+def test_a_token_that_waits_for_the_first_keys_is_checked_the_same(
+    server: DocumentServer, entra: Signer
+) -> None:
+    """The miss that waits on the event loop for the keys ends with the tenant checks too."""
+    from grelmicro.jwt._steps import Pending  # noqa: PLC0415 - the suspended miss itself
+
+    verifier = entra_verifier(server, lambda tenant: True, tenants_ttl=1.0, cache_stats=True)
+    good = token(entra, v2(T1), T1)
+
+    async def main() -> None:
+        try:
+            with pytest.raises(Pending) as caught:  # no keys yet: a sync call on the loop
+                verifier.verify(good, now=NOW)
+            # The steps end with the checks of the verified iss and tid (and the TTL cap).
+            assert caught.value.steps.__name__ == "_then_bound"
+            assert (await caught.value.finish()).tenant == T1
+            with pytest.raises(TenantRejectedError):
+                await verifier.verify_async(token(entra, v2(T1), T2), now=NOW)
+        finally:
+            await verifier.aclose()
+
+    asyncio.run(main())
+    # A result verified on a callable's answer is cached no longer than tenants_ttl.
+    assert verifier.verify(good, now=NOW + 0.5).tenant == T1  # stored until NOW + 1.5
+    assert verifier.verify(good, now=NOW + 1.0)
+    assert verifier.cache_info().hits == 1
+    assert verifier.verify(good, now=NOW + 1.6)
+    assert verifier.cache_info().hits == 1
+    verifier.close()
+
+
 # -- configuration ---------------------------------------------------------------
 
 
