@@ -255,6 +255,13 @@ class JWTVerifier:
     :class:`JWTConfig`; pass them as keywords (typed by :class:`JWTSettings`,
     whose keys are exactly those fields) or pass ``config=``.
 
+    A multi-tenant issuer (Entra ID's ``common``) is an ``issuer`` template
+    with ``{tenantid}`` in place of the tenant, with ``tenants=`` the
+    tenants to accept (a list of ids, a callable, or ``"any"``) and
+    ``discover=`` the URL whose metadata names the template; the tenant claim
+    (``tenant_claim``, ``tid``) must equal the tenant the ``iss`` names (see
+    :class:`Issuer` and ``docs/issuers.md``).
+
     ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
     :class:`TokenRejectedError` subclass. It is safe to call from any number
     of threads, including on free-threaded Python. ``rotate(...)`` swaps in
