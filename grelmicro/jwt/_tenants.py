@@ -60,6 +60,9 @@ PLACEHOLDER = "{tenantid}"
 #: no ``%`` (nothing is decoded), nothing outside ASCII (no look-alikes).
 TENANT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
+#: Seconds an awaitable answer of a callable may take (then: undecided, 503).
+LOOKUP_TIMEOUT = 10.0
+
 #: Callable answers kept at most this long (seconds) and this many.
 TENANT_TTL = 300.0
 TENANT_CACHE_SIZE = 4096
@@ -297,7 +300,7 @@ class Tenants:
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
-                answer = asyncio.run(_awaited(answer))
+                answer = asyncio.run(_awaited(answer))  # bounded by LOOKUP_TIMEOUT
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
             return
@@ -308,7 +311,7 @@ class Tenants:
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
-                answer = await answer
+                answer = await _awaited(answer)
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
             return
@@ -339,7 +342,7 @@ class Tenants:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-        return Wait(flight, leader, run_sync, run_async, start_on_loop, self._lock, 10.0)
+        return Wait(flight, leader, run_sync, run_async, start_on_loop, self._lock, LOOKUP_TIMEOUT)
 
     def _landed(self, tenant: str, flight: Flight) -> None:
         with self._lock:
@@ -349,7 +352,7 @@ class Tenants:
 
 
 async def _awaited(answer: Awaitable[Any]) -> Any:
-    return await answer
+    return await asyncio.wait_for(answer, LOOKUP_TIMEOUT)
 
 
 def _undecided() -> KeysUnavailableError:
