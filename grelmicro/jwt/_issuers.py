@@ -528,6 +528,12 @@ def lift_template(
     ``tenants`` become the template issuer's; the verifier's policy stays
     its own (the issuer inherits it). ``several``: ``issuers=`` was given too.
     """
+    if isinstance(discover, str) and is_template(discover):
+        raise ConfigurationError(
+            "discover= is the URL of the metadata (such as "
+            "https://login.microsoftonline.com/common/v2.0); the template it names goes "
+            "in issuer=, with tenants="
+        )
     templates = [name for name in config.issuer if is_template(name)]
     if not templates:
         if tenants is not None:

@@ -340,6 +340,8 @@ def test_malformed_templates_are_refused(template: str) -> None:
 def test_a_template_has_no_url_of_its_own() -> None:
     with pytest.raises(ConfigurationError, match=r"common/v2\.0"):
         Issuer(V2, discover=True, tenants=[T1])
+    with pytest.raises(ConfigurationError, match="goes in issuer="):
+        JWTVerifier(discover=V2)
 
 
 @pytest.mark.parametrize(
