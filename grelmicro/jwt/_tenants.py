@@ -94,16 +94,16 @@ class IssuerTemplate:
     def __init__(self, text: str) -> None:
         self.text = text
         where = f"issuer template {_core.escape(text)!r}"
-        if text.count(PLACEHOLDER) != 1 or text.replace(PLACEHOLDER, "").count("{") + text.replace(
-            PLACEHOLDER, ""
-        ).count("}"):
+        others = text.replace(PLACEHOLDER, "", 1)
+        if text.count(PLACEHOLDER) != 1 or "{" in others or "}" in others:
             raise ConfigurationError(
-                f"{where}: a template holds the placeholder {PLACEHOLDER} exactly once "
-                "and no other brace"
+                f"{where}: a template holds the placeholder {PLACEHOLDER} exactly once (lower "
+                "case, as Entra's metadata writes it) and no other brace"
             )
         prefix, suffix = text.split(PLACEHOLDER)
         scheme, sep, rest = prefix.partition("://")
-        if not sep or not scheme or "/" not in rest or not prefix.endswith("/"):
+        host = rest.split("/", 1)[0]
+        if not sep or not scheme or not host or "/" not in rest or not prefix.endswith("/"):
             raise ConfigurationError(
                 f"{where}: {PLACEHOLDER} must be a whole path segment after the host, "
                 "as in https://login.microsoftonline.com/{tenantid}/v2.0"
@@ -166,14 +166,6 @@ def check_unambiguous(names: Collection[str]) -> None:
                     f"issuer template {name!r} and issuer {other!r} can match the same iss; "
                     "a token must name exactly one configured issuer"
                 )
-
-
-def template_hint(issuer: str) -> str:
-    """The near-miss hint for a brace that is not the placeholder."""
-    return (
-        f"issuer {_core.escape(issuer)!r}: the only placeholder is {PLACEHOLDER} "
-        "(lower case, as Entra's metadata writes it)"
-    )
 
 
 class Tenants:

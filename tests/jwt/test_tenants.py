@@ -330,6 +330,10 @@ def test_tenants_without_a_template_is_refused() -> None:
         "https://login.example.com/{tenantid}/{tenantid}",  # twice
         "https://login.example.com/{tenant}/v2.0",  # another placeholder
         "https://login.example.com/{tenantid}/v2.0?x=1",
+        "https:///{tenantid}/v2.0",  # no host
+        "login.example.com/{tenantid}/v2.0",  # no scheme
+        "https://login.example.com/{TenantId}/v2.0",
+        "https://login.example.com/{tenantid}/v2.0}",
     ],
 )
 def test_malformed_templates_are_refused(template: str) -> None:
