@@ -292,6 +292,12 @@ class Tenants:
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
+                if _on_event_loop():  # an async callable that did not look like one
+                    close = getattr(answer, "close", None)
+                    if close is not None:
+                        close()
+                    self.is_async = True  # asked again as a step on this loop
+                    return
                 answer = asyncio.run(_awaited(answer))  # bounded by LOOKUP_TIMEOUT
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
@@ -341,6 +347,14 @@ class Tenants:
             if self._flights.get(tenant) is flight:
                 del self._flights[tenant]
         flight.finish(self._lock)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _awaited(answer: Awaitable[Any]) -> Any:
@@ -412,6 +426,7 @@ class TenantRoute:
         if allowed is None:
             if not self.tenants.is_async:  # a sync callable failed just now (logged)
                 raise _undecided()
+            # An async callable: a step, run on the caller's event loop (or a fresh one).
             return drive_sync(self._steps(token, now, tenant), token)
         if not allowed:
             raise self._not_allowed(tenant)

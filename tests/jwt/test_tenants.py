@@ -241,6 +241,30 @@ def test_an_async_callable_from_sync_code(server: DocumentServer, entra: Signer)
     verifier.close()
 
 
+def test_an_async_callable_that_does_not_look_like_one(
+    server: DocumentServer, entra: Signer
+) -> None:
+    class Directory:
+        def __call__(self, tenant: str) -> Any:  # returns a coroutine: async in disguise
+            return self.lookup(tenant)
+
+        async def lookup(self, tenant: str) -> bool:
+            return tenant == T1
+
+    verifier = entra_verifier(server, Directory())
+    assert verifier.verify(token(entra, v2(T1), T1), now=NOW).tenant == T1  # off any loop
+
+    async def main() -> None:
+        try:
+            assert (await verifier.verify_async(token(entra, v2(T1), T1), now=NOW)).tenant == T1
+            with pytest.raises(TenantRejectedError):
+                await verifier.verify_async(token(entra, v2(T2), T2), now=NOW)
+        finally:
+            await verifier.aclose()
+
+    asyncio.run(main())
+
+
 def test_results_of_a_callable_tenant_are_cached_no_longer_than_its_ttl(
     server: DocumentServer, entra: Signer
 ) -> None:
