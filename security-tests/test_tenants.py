@@ -5,7 +5,7 @@ Issue 34. An issuer template (Entra ID's
 for every tenant, so everything rests on the match of the token's ``iss``
 against the template and its tenant claim (``tid``):
 
-- placeholder injection: a tenant segment holding ``/``, ``..``, ``%2F``,
+- placeholder injection (and a property over arbitrary text): a tenant segment holding ``/``, ``..``, ``%2F``,
   percent-encoded letters, characters from another script that look like a
   listed GUID, control characters or nothing must match no tenant, even
   with ``tenants="any"``;
@@ -25,11 +25,14 @@ key binding); CWE-20 (improper input validation), CWE-178 (case), CWE-176
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import forge
 import pytest
 import support
+from hypothesis import given
+from hypothesis import strategies as st
 
 from grelmicro.jwt import ConfigurationError, Issuer, JWTVerifier
 
@@ -122,6 +125,31 @@ def test_a_tenant_outside_the_list_is_refused_and_not_echoed_raw(signer: forge.S
     hostile = "\u202e" + T1  # right-to-left override: no segment match, escaped in the refusal
     error = support.reject(target, token(signer, iss(hostile), hostile), "issuer")
     assert "\u202e" not in str(error)
+
+
+#: What a tenant segment may be, written here independently of the product.
+SEGMENT = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
+
+
+@pytest.fixture(scope="module")
+def any_tenant(signer: forge.Signer) -> JWTVerifier:
+    return verifier(signer, "any")
+
+
+@given(
+    segment=st.text(max_size=70)
+    | st.from_regex(r"[A-Za-z0-9_.%/-]{0,66}", fullmatch=True)
+    | st.sampled_from(list(INJECTED.values()))
+)
+def test_only_one_safe_segment_is_ever_a_tenant(
+    signer: forge.Signer, any_tenant: JWTVerifier, segment: str
+) -> None:
+    result = support.outcome(any_tenant, token(signer, iss(segment), segment))
+    if SEGMENT.fullmatch(segment):
+        assert result[0] == "accepted"
+        assert result[1]["tid"] == segment
+    else:
+        assert result == ("rejected", "issuer")
 
 
 def test_duplicate_iss_or_tid_members_are_refused(signer: forge.Signer) -> None:
