@@ -433,6 +433,10 @@ class JWTVerifier:
         ``{prefix}PUBLIC_KEY`` (PEM, with ``PUBLIC_KEY_ALGORITHM`` and
         ``PUBLIC_KEY_KID``) or ``{prefix}JWKS`` (JSON text).
 
+        An issuer template (``{prefix}ISSUER`` with ``{tenantid}``) takes its
+        tenants from ``{prefix}TENANTS`` (comma-separated ids, or ``any``) and
+        its tenant claim from ``{prefix}TENANT_CLAIM``.
+
         A misspelt ``{prefix}*`` variable is an error naming the closest
         valid one, the network variables first (``JWKS_URI`` is meant as
         ``JWKS_URL``, not as key material).
@@ -451,11 +455,11 @@ class JWTVerifier:
         config = JWTConfig.from_env(
             source,
             prefix=prefix,
-            known=(*_NETWORK_ENV, *_KEY_ENV),
+            known=(*_NETWORK_ENV, *_TENANT_ENV, *_KEY_ENV),
             preferred=_NETWORK_ENV,
             **settings,
         )
-        for name in (*_NETWORK_ENV, *_KEY_ENV):
+        for name in (*_NETWORK_ENV, *_TENANT_ENV, *_KEY_ENV):
             if prefix + name in source and not source[prefix + name].strip():
                 raise ConfigurationError(f"{prefix}{name} is empty; unset it or give a value")
         # Keys from the network: URLs, not key material (no opt-in needed).
@@ -466,6 +470,7 @@ class JWTVerifier:
         if prefix + "ALLOW_INSECURE_LOOPBACK" in source:
             variable = prefix + "ALLOW_INSECURE_LOOPBACK"
             options.setdefault("allow_insecure_loopback", env_flag(variable, source[variable]))
+        _tenant_options(source, prefix, options)
         env_keys: list[Key] = []
         env_jwks = None
         material = [n for n in ("SECRET", "PUBLIC_KEY", "JWKS") if prefix + n in source]
@@ -738,6 +743,22 @@ class JWTVerifier:
 #: matched to these first: a misspelt URL variable must not be read as a
 #: hint towards key material).
 _NETWORK_ENV = ("JWKS_URL", "DISCOVER", "ALLOW_INSECURE_LOOPBACK")
+
+#: ``{prefix}*`` variables of an issuer template's tenants (not key material).
+_TENANT_ENV = ("TENANTS", "TENANT_CLAIM")
+
+
+def _tenant_options(source: Mapping[str, str], prefix: str, options: dict[str, Any]) -> None:
+    """``tenants`` (ids, comma-separated, or ``any``) and ``tenant_claim`` from the environment."""
+    if prefix + "TENANTS" in source:
+        text = source[prefix + "TENANTS"].strip()
+        listed = [item.strip() for item in text.split(",")]
+        if text != "any" and not all(listed):
+            raise ConfigurationError(f"{prefix}TENANTS has an empty item; list tenant ids or any")
+        options.setdefault("tenants", "any" if text == "any" else listed)
+    if prefix + "TENANT_CLAIM" in source:
+        options.setdefault("tenant_claim", source[prefix + "TENANT_CLAIM"].strip())
+
 
 #: ``{prefix}*`` variables of key material ``from_env`` reads besides the config fields.
 _KEY_ENV = (

@@ -311,6 +311,25 @@ def test_a_token_that_waits_for_the_first_keys_is_checked_the_same(
 # -- configuration ---------------------------------------------------------------
 
 
+def test_from_the_environment(server: DocumentServer, entra: Signer) -> None:
+    environ = {
+        "GRELMICRO_JWT_DISCOVER": server.url(COMMON),
+        "GRELMICRO_JWT_ISSUER": V2,
+        "GRELMICRO_JWT_TENANTS": f"{T1}, {T2}",
+        "GRELMICRO_JWT_AUDIENCE": AUD,
+        "GRELMICRO_JWT_ALLOW_INSECURE_LOOPBACK": "true",
+    }
+    verifier = JWTVerifier.from_env(environ=environ, fetch=FAST)
+    assert verifier.verify(token(entra, v2(T2), T2), now=NOW).tenant == T2
+    with pytest.raises(TenantRejectedError):
+        verifier.verify(token(entra, v2(T3), T3), now=NOW)
+    verifier.close()
+    with pytest.raises(ConfigurationError, match="TENANTS"):
+        JWTVerifier.from_env(environ={**environ, "GRELMICRO_JWT_TENANTS": f"{T1},,"})
+    with pytest.raises(ConfigurationError, match="tenants="):
+        JWTVerifier.from_env(environ={k: v for k, v in environ.items() if "TENANTS" not in k})
+
+
 def test_a_template_needs_tenants() -> None:
     with pytest.raises(ConfigurationError, match='tenants="any"'):
         Issuer(V2, jwks_url="https://login.microsoftonline.com/common/discovery/v2.0/keys")
