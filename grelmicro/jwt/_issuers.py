@@ -236,7 +236,7 @@ def _discovery_url(
         raise ConfigurationError(
             f"issuer {issuer!r}: a template has no URL of its own; pass discover= the URL whose "
             "metadata names it, such as https://login.microsoftonline.com/common/v2.0 "
-            "(or organizations, consumers)"
+            "(or organizations)"
         )
     return check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
 
