@@ -252,6 +252,20 @@ class Claims(Mapping[str, Any]):
         return tuple(aud)
 
     @property
+    def tenant(self) -> str | None:
+        """``tid``: the tenant the token belongs to (Microsoft Entra ID), when a string.
+
+        For an issuer template (``{tenantid}``) with the default tenant claim,
+        the verifier has checked it equals the tenant the ``iss`` names and is
+        an allowed tenant. A verifier configured with another
+        ``tenant_claim`` checks that claim instead: read it with
+        ``claims.require(name, str)``.
+        """
+        data = self.__payload
+        tid = data["tid"] if "tid" in data else None  # noqa: SIM401
+        return tid if isinstance(tid, str) else None
+
+    @property
     def token_id(self) -> str | None:
         """``jti``: the token's unique identifier."""
         data = self.__payload

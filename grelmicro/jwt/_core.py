@@ -110,6 +110,7 @@ if _PROBLEM is not None:  # pragma: no cover - a mismatched install, tested thro
 
 __all__ = [
     "KIND_TO_ERROR",
+    "PYTHON_KINDS",
     "call",
     "escape",
     "invalid_now",
@@ -130,6 +131,11 @@ KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {
 }
 
 
+#: Refusals the Python layer raises as ``CoreError`` on the routing path
+#: (an issuer template's tenant checks), never the core itself.
+PYTHON_KINDS: dict[str, type[errors.JWTError]] = {"tenant": errors.TenantRejectedError}
+
+
 def translate(exc: CoreError) -> errors.JWTError:
     """Turn a core error into the matching ``grelmicro.jwt`` error.
 
@@ -140,10 +146,11 @@ def translate(exc: CoreError) -> errors.JWTError:
     on the error path only.
     """
     kind, message = exc.args
+    cls = KIND_TO_ERROR[kind] if kind in KIND_TO_ERROR else PYTHON_KINDS[kind]
     context = exc.context
     if context is None:
-        return KIND_TO_ERROR[kind](message)
-    return _with_context(KIND_TO_ERROR[kind], message, context)
+        return cls(message)
+    return _with_context(cls, message, context)
 
 
 #: Time-claim kinds: (claim in the core's context, attribute, message template).

@@ -64,6 +64,18 @@ def issuer_mismatch(found: object, issuer: str) -> str:
     if not isinstance(found, str):
         return f'discovery document has no issuer (a string); configured "{_core.escape(issuer)}"'
     hint = _core.near_miss(found, issuer)
+    if "{tenantid}" in found and "{tenantid}" not in issuer:
+        hint = (
+            f'a multi-tenant issuer template: pass issuer="{_core.escape(found)}" and '
+            'tenants=[...] (the tenant ids to accept, or "any") with this discover=, '
+            "or Issuer(template, discover=..., tenants=[...]); see docs/issuers.md"
+        )
+    elif "{tenantid}" in issuer and "{tenantid}" not in found:
+        hint = (
+            "this document names one tenant's issuer; for the template, discover= the "
+            "provider's multi-tenant metadata (for Entra ID: .../common/v2.0 or "
+            ".../organizations/v2.0)"
+        )
     return (
         f'discovery document names issuer "{_core.escape(found)}", configured '
         f'"{_core.escape(issuer)}": they must be equal, character for character'

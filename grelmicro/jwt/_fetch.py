@@ -95,9 +95,13 @@ class Fetcher:
         clients: Clients,
         allow_insecure_loopback: bool,
         emit: Callable[[Event], None],
+        issuer: str | None = None,
     ) -> None:
         self.url = jwks_url
         self.discover = discover
+        #: The ``issuer`` the metadata must name: the discovered URL, or an
+        #: issuer template whose metadata lives elsewhere (Entra's ``common``).
+        self.issuer = issuer or discover
         self.options = options
         self._clients = clients
         self._insecure_ok = allow_insecure_loopback
@@ -168,7 +172,7 @@ class Fetcher:
             except FetchError as exc:
                 last = exc
                 continue
-            found = jwks_uri_of(answer.body, issuer, self._insecure_ok)
+            found = jwks_uri_of(answer.body, self.issuer or issuer, self._insecure_ok)
             if self.url is not None and found != self.url:
                 self._emit(
                     Event(

@@ -32,10 +32,20 @@ from grelmicro.jwt._events import log_event
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text
-from grelmicro.jwt._router import KeyRouter, Precheck, Slot, static_slot
+from grelmicro.jwt._router import KeyRouter, Precheck, Slot, TemplateRoute, static_slot
+from grelmicro.jwt._tenants import (
+    PLACEHOLDER,
+    TENANT_TTL,
+    IssuerTemplate,
+    TenantRoute,
+    Tenants,
+    TenantsOption,
+    check_unambiguous,
+    is_template,
+)
 from grelmicro.jwt.errors import ConfigurationError
 
-__all__ = ["Issuer", "build_router", "network_algorithms"]
+__all__ = ["Issuer", "build_router", "lift_template", "network_algorithms"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
@@ -51,6 +61,17 @@ class Issuer:
 
     Exactly one key source: ``keys``, ``jwks``, ``jwks_url`` or
     ``discover=True`` (OpenID Connect discovery at the issuer's URL).
+
+    A multi-tenant issuer is a *template* with one ``{tenantid}`` path
+    segment (``https://login.microsoftonline.com/{tenantid}/v2.0``): a
+    token matches it only when that segment equals its tenant claim
+    (``tenant_claim``, ``tid`` by default) and is a tenant ``tenants``
+    allows: a list of ids, a callable ``tenant -> bool`` (sync or async;
+    answers kept ``tenants_ttl`` seconds) or ``"any"``. ``tenants`` is
+    required with a template and refused without one. A template has no
+    URL of its own: ``discover=`` then takes the URL whose metadata names
+    the template (``https://login.microsoftonline.com/common/v2.0``). One
+    key source verifies every tenant's tokens (one JWKS, fetched once).
 
     The policy keywords are :class:`~grelmicro.jwt.IssuerSettings`: every
     :class:`~grelmicro.jwt.JWTConfig` setting that checks the token
@@ -79,11 +100,15 @@ class Issuer:
         "allow_symmetric",
         "allow_weaker",
         "discover",
+        "discovery_url",
         "issuer",
         "jwks",
         "jwks_url",
         "keys",
         "policy",
+        "template",
+        "tenant_claim",
+        "tenants",
     )
 
     issuer: str
@@ -91,6 +116,10 @@ class Issuer:
     jwks: Mapping[str, Any] | str | bytes | None
     jwks_url: str | None
     discover: bool
+    discovery_url: str | None
+    template: IssuerTemplate | None
+    tenants: Tenants | None
+    tenant_claim: str
     allow_symmetric: bool
     allow_insecure_loopback: bool
     allow_weaker: frozenset[str]
@@ -103,19 +132,34 @@ class Issuer:
         keys: Sequence[Key] | Key | None = None,
         jwks: Mapping[str, Any] | str | bytes | None = None,
         jwks_url: str | None = None,
-        discover: bool = False,
+        discover: bool | str = False,
         allow_symmetric: bool = False,
         allow_insecure_loopback: bool = False,
         allow_weaker: Collection[str] = (),
+        tenants: TenantsOption | None = None,
+        tenant_claim: str = "tid",
+        tenants_ttl: float = TENANT_TTL,
         **policy: Unpack[IssuerSettings],
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
+        template = IssuerTemplate(issuer) if is_template(issuer) else None
+        discovery_url = _discovery_url(issuer, template, discover, allow_insecure_loopback)
+        discover = discovery_url is not None
         check_flags(
             discover=discover,
             allow_symmetric=allow_symmetric,
             allow_insecure_loopback=allow_insecure_loopback,
         )
+        if template is None and tenants is not None:
+            raise ConfigurationError(
+                f"issuer {issuer!r}: tenants= applies to an issuer template, one whose tenant "
+                f"segment is {PLACEHOLDER}"
+            )
+        if not isinstance(tenant_claim, str) or not tenant_claim:
+            raise ConfigurationError(f"issuer {issuer!r}: tenant_claim is a claim name")
+        where = f"issuer {issuer!r}"
+        allowed = None if template is None else Tenants(where, tenants, ttl=tenants_ttl)
         given = [
             name
             for name, value in (
@@ -130,8 +174,6 @@ class Issuer:
             raise ConfigurationError(
                 f"issuer {issuer!r}: give exactly one of keys, jwks, jwks_url or discover=True"
             )
-        if discover:
-            check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
         if jwks_url is not None:
             check_url(jwks_url, "jwks_url", allow_insecure_loopback=allow_insecure_loopback)
         for name in policy:
@@ -144,6 +186,10 @@ class Issuer:
             "jwks": jwks,
             "jwks_url": jwks_url,
             "discover": discover,
+            "discovery_url": discovery_url,
+            "template": template,
+            "tenants": allowed,
+            "tenant_claim": tenant_claim,
             "allow_symmetric": allow_symmetric,
             "allow_insecure_loopback": allow_insecure_loopback,
             "policy": {k: v for k, v in policy.items() if v is not None},
@@ -156,13 +202,43 @@ class Issuer:
 
     def __repr__(self) -> str:
         source = (
-            "discover=True"
+            (
+                "discover=True"
+                if self.discovery_url == self.issuer
+                else f"discover={self.discovery_url!r}"
+            )
             if self.discover
             else f"jwks_url={self.jwks_url!r}"
             if self.jwks_url
             else "static keys"
         )
         return f"Issuer({self.issuer!r}, {source})"
+
+
+def _discovery_url(
+    issuer: str, template: IssuerTemplate | None, discover: object, allow_insecure_loopback: bool
+) -> str | None:
+    """Where an issuer's metadata is read: its own URL, or a template's ``discover=`` URL."""
+    if discover is False:
+        return None
+    if isinstance(discover, str):
+        if template is None and discover != issuer:
+            raise ConfigurationError(
+                f"issuer {issuer!r}: discover=True reads the issuer's own metadata; a "
+                "discovery URL is given only for an issuer template"
+            )
+        if not discover:
+            raise ConfigurationError(f"issuer {issuer!r}: discover= is a URL or True")
+        return check_url(discover, "discover", allow_insecure_loopback=allow_insecure_loopback)
+    if discover is not True:
+        check_flags(discover=discover)  # says what it takes
+    if template is not None:
+        raise ConfigurationError(
+            f"issuer {issuer!r}: a template has no URL of its own; pass discover= the URL whose "
+            "metadata names it, such as https://login.microsoftonline.com/common/v2.0 "
+            "(or organizations)"
+        )
+    return check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
 
 
 def _static_key_set(
@@ -198,7 +274,9 @@ def _issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:
     relaxed = issuer.allow_weaker
     values = base.model_dump(exclude_none=True)
     values.update(own)
-    values["issuer"] = (issuer.issuer,)
+    # A template's iss is checked by its route (template, tenant claim,
+    # tenants), never by the core's exact match.
+    values["issuer"] = () if issuer.template is not None else (issuer.issuer,)
     inherited = base.required
     if own.get("require_exp") is False:
         inherited = tuple(name for name in inherited if name != "exp")
@@ -352,14 +430,17 @@ def build_router(
     clients = Clients(client, fetch)
     sources: dict[str, KeySource] = {}
 
-    def source(url: str | None, discovered: str | None, insecure: bool) -> KeySource:
-        name = url if url is not None else f"discover:{discovered}"
+    def source(
+        url: str | None, discovered: str | None, insecure: bool, expect: str | None = None
+    ) -> KeySource:
+        name = url if url is not None else f"discover:{discovered} issuer:{expect}"
         found = sources.get(name)
         if found is None:
             _count_built(url if url is not None else str(discovered))
             found = sources[name] = KeySource(
                 jwks_url=url,
                 discover=discovered,
+                issuer=expect,
                 options=fetch,
                 clients=clients,
                 allow_insecure_loopback=insecure,
@@ -369,6 +450,7 @@ def build_router(
         return found
 
     slots: dict[str, Slot] = {}
+    templates: list[TemplateRoute] = []
     static_keys = 0
     if listed is None:
         slot = Slot(
@@ -381,8 +463,10 @@ def build_router(
         )
         slots[slot.name] = slot
     else:
+        names = [issuer.issuer for issuer in listed]
+        check_unambiguous(names)
         for issuer in listed:
-            if issuer.issuer in slots:
+            if names.count(issuer.issuer) > 1:
                 raise ConfigurationError(f"issuer {issuer.issuer!r} is configured twice")
             own = _issuer_config(config, issuer)
             policy = own.policy()
@@ -392,8 +476,9 @@ def build_router(
                     policy,
                     source(
                         issuer.jwks_url,
-                        issuer.issuer if issuer.discover else None,
+                        issuer.discovery_url,
                         issuer.allow_insecure_loopback,
+                        issuer.issuer if issuer.template is not None else None,
                     ),
                     refetch_algorithms=network_algorithms(own),
                     max_token_size=own.max_token_size,
@@ -402,9 +487,81 @@ def build_router(
             else:
                 slot, count = _static_slot(issuer, policy)
                 static_keys += count
-            slots[issuer.issuer] = slot
-    router = KeyRouter(slots, list(sources.values()), clients, config.max_token_size, static_keys)
+            if issuer.template is None:
+                slots[issuer.issuer] = slot
+                continue
+            assert issuer.tenants is not None  # noqa: S101 - required with a template
+            templates.append(
+                TenantRoute(
+                    issuer.template, slot, issuer.tenants, issuer.tenant_claim, own.max_token_size
+                )
+            )
+    router = KeyRouter(
+        slots,
+        list(sources.values()),
+        clients,
+        config.max_token_size,
+        static_keys,
+        templates=tuple(templates),
+    )
     return router, config
+
+
+def lift_template(
+    config: JWTConfig,
+    *,
+    keys: Sequence[Key] | None,
+    jwks: Mapping[str, Any] | str | bytes | None,
+    jwks_url: str | None,
+    discover: str | None,
+    tenants: TenantsOption | None,
+    tenant_claim: str,
+    tenants_ttl: float,
+    several: bool,
+    allow_symmetric: bool,
+    allow_insecure_loopback: bool,
+) -> tuple[JWTConfig, Issuer | None]:
+    """``JWTVerifier(issuer="...{tenantid}...", ...)`` as the one ``Issuer`` it means.
+
+    The verifier's key source (``keys``, ``jwks``, ``jwks_url`` or
+    ``discover=`` the URL whose metadata names the template) and
+    ``tenants`` become the template issuer's; the verifier's policy stays
+    its own (the issuer inherits it). ``several``: ``issuers=`` was given too.
+    """
+    if isinstance(discover, str) and is_template(discover):
+        raise ConfigurationError(
+            "discover= is the URL of the metadata (such as "
+            "https://login.microsoftonline.com/common/v2.0); the template it names goes "
+            "in issuer=, with tenants="
+        )
+    templates = [name for name in config.issuer if is_template(name)]
+    if not templates:
+        if tenants is not None:
+            raise ConfigurationError(
+                f"tenants= applies to an issuer template: pass issuer= with {PLACEHOLDER} in "
+                "place of the tenant (https://login.microsoftonline.com/{tenantid}/v2.0)"
+            )
+        return config, None
+    if several:
+        raise ConfigurationError("with issuers=[...], do not also pass issuer=")
+    if len(config.issuer) > 1:
+        raise ConfigurationError(
+            "an issuer template is given alone in issuer=; for several issuers pass "
+            "issuers=[Issuer(...), ...]"
+        )
+    issuer = Issuer(
+        templates[0],
+        keys=keys,
+        jwks=jwks,
+        jwks_url=jwks_url,
+        discover=discover if discover is not None else False,
+        allow_symmetric=allow_symmetric,
+        allow_insecure_loopback=allow_insecure_loopback,
+        tenants=tenants,
+        tenant_claim=tenant_claim,
+        tenants_ttl=tenants_ttl,
+    )
+    return config.model_copy(update={"issuer": ()}), issuer
 
 
 def _precheck(config: JWTConfig) -> Precheck:

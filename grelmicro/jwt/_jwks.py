@@ -67,11 +67,13 @@ class KeySource(KeyState):
         allow_insecure_loopback: bool,
         timer: Timer = time.monotonic,
         wall: Timer = time.time,
+        issuer: str | None = None,
     ) -> None:
         super().__init__(options, timer=timer, wall=wall)
         self.fetcher = Fetcher(
             jwks_url=jwks_url,
             discover=discover,
+            issuer=issuer,
             options=options,
             clients=clients,
             allow_insecure_loopback=allow_insecure_loopback,

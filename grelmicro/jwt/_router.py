@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._events import Event
@@ -46,7 +46,7 @@ from grelmicro.jwt._snapshot import EMPTY, Snapshot
 from grelmicro.jwt._steps import Result, Steps, drive_sync
 from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["KeyRouter", "Precheck", "Slot", "worth_refetch"]
+__all__ = ["KeyRouter", "Precheck", "Slot", "TemplateRoute", "unverified_claims", "worth_refetch"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
@@ -88,7 +88,7 @@ class Precheck:
 
     def refusal(self, token: str | bytes, now: float) -> _core.CoreError | None:
         """The refusal any key would give ``token`` for its claims, or None."""
-        claims = _unverified_claims(token, self.max_token_size)
+        claims = unverified_claims(token, self.max_token_size)
         if claims is None:
             return None
         iss = claims.get("iss")
@@ -120,7 +120,7 @@ class Precheck:
         return None
 
 
-def _unverified_claims(token: str | bytes, limit: int) -> dict[str, Any] | None:
+def unverified_claims(token: str | bytes, limit: int) -> dict[str, Any] | None:
     """The payload of a compact JWS, unverified; None when it is not readable."""
     if len(token) > limit:
         return None
@@ -370,8 +370,33 @@ def _unknown_issuer(seen: str | None, expected: tuple[str, ...]) -> _core.CoreEr
     return error
 
 
+class TemplateRoute(Protocol):
+    """An issuer template's entry (:class:`grelmicro.jwt._tenants.TenantRoute`)."""
+
+    name: str
+    slot: Slot
+
+    def match(self, iss: str) -> str | None:
+        """The tenant ``iss`` names through the template, or None."""
+        ...
+
+    def routed(self, token: str | bytes, now: float, iss: str | None) -> Result:
+        """Verify ``token`` as a token of this template."""
+        ...
+
+    def verify_until(self, token: str | bytes, now: float) -> Result:
+        """The engine call when the template is the only issuer."""
+        ...
+
+
 class KeyRouter:
-    """The engine of a verifier with network keys or several issuers."""
+    """The engine of a verifier with network keys or several issuers.
+
+    Issuers given as exact strings are found by a dict lookup of the
+    token's ``iss``; issuer templates (``{tenantid}``) are tried only when
+    that finds nothing. Their slots are never in the dict: a token reaches
+    a template's keys only through its route's tenant checks.
+    """
 
     __slots__ = (
         "_clients",
@@ -380,6 +405,7 @@ class KeyRouter:
         "_on_drop",
         "_slots",
         "_static_keys",
+        "_templates",
         "sources",
         "verify_until",
     )
@@ -394,23 +420,31 @@ class KeyRouter:
         clients: Clients,
         max_token_size: int,
         static_keys: int,
+        *,
+        templates: tuple[TemplateRoute, ...] = (),
     ) -> None:
         self._slots = slots
+        self._templates = templates
         self.sources = tuple(sources)
         self._clients = clients
         self._max_size = max_token_size
         self._static_keys = static_keys
         self._lock = threading.Lock()
         self._on_drop: Callable[[], None] | None = None
-        for slot in slots.values():
+        for slot in self._all_slots():
             slot.router = self
         for source in self.sources:
             source.observers.add(self._observer(source))
-        if len(slots) == 1:
+        if len(slots) == 1 and not templates:
             # One issuer: its policy checks iss; no routing needed.
             self.verify_until = next(iter(slots.values())).verify_until
+        elif not slots and len(templates) == 1:
+            self.verify_until = templates[0].verify_until  # it checks iss itself
         else:
             self.verify_until = self._route
+
+    def _all_slots(self) -> list[Slot]:
+        return [*self._slots.values(), *(route.slot for route in self._templates)]
 
     def _observer(self, source: KeySource) -> Callable[[Event], None]:
         def changed(event: Event) -> None:
@@ -424,7 +458,7 @@ class KeyRouter:
         with self._lock:
             snapshot = source.snapshot
             drop = False
-            for slot in self._slots.values():
+            for slot in self._all_slots():
                 if slot.source is source:
                     drop = slot.adopt(snapshot) or drop
             if drop and self._on_drop is not None:
@@ -434,7 +468,11 @@ class KeyRouter:
         issuer = _core.unverified_issuer(token, self._max_size)
         slot = None if issuer is None else self._slots.get(issuer)
         if slot is None:
-            raise _unknown_issuer(issuer, tuple(self._slots))
+            if issuer is not None:
+                for route in self._templates:  # only when no exact issuer matched
+                    if route.match(issuer) is not None:
+                        return route.routed(token, now, issuer)
+            raise _unknown_issuer(issuer, self.issuers)
         return slot.verify_until(token, now)
 
     def on_removed(self, callback: Callable[[], None]) -> None:
@@ -445,7 +483,7 @@ class KeyRouter:
     def algorithms(self) -> list[str]:
         """Algorithms accepted now (by the keys loaded so far)."""
         names: set[str] = set()
-        for slot in self._slots.values():
+        for slot in self._all_slots():
             if slot.core is not None:
                 names.update(slot.core.algorithms)
         order = _core.algorithms()
@@ -453,8 +491,13 @@ class KeyRouter:
 
     @property
     def issuers(self) -> tuple[str, ...]:
-        """The configured issuers."""
-        return tuple(self._slots)
+        """The configured issuers (templates as written)."""
+        return (*self._slots, *(route.name for route in self._templates))
+
+    @property
+    def templates(self) -> tuple[TemplateRoute, ...]:
+        """The issuer templates' routes (for telemetry and the FastAPI dependency)."""
+        return self._templates
 
     async def start(self) -> None:
         """Load every source's keys and keep them fresh in the background."""

@@ -35,11 +35,12 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import FetchOptions
-from grelmicro.jwt._issuers import Issuer, build_router
+from grelmicro.jwt._issuers import Issuer, build_router, lift_template
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt._router import KeyRouter
 from grelmicro.jwt._steps import Pending, drive_async
+from grelmicro.jwt._tenants import TENANT_TTL, TenantsOption
 from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
@@ -254,6 +255,13 @@ class JWTVerifier:
     :class:`JWTConfig`; pass them as keywords (typed by :class:`JWTSettings`,
     whose keys are exactly those fields) or pass ``config=``.
 
+    A multi-tenant issuer (Entra ID's ``common``) is an ``issuer`` template
+    with ``{tenantid}`` in place of the tenant, with ``tenants=`` the
+    tenants to accept (a list of ids, a callable, or ``"any"``) and
+    ``discover=`` the URL whose metadata names the template; the tenant claim
+    (``tenant_claim``, ``tid``) must equal the tenant the ``iss`` names (see
+    :class:`Issuer` and ``docs/issuers.md``).
+
     ``verify(token, *, now=None)`` returns :class:`Claims` or raises a
     :class:`TokenRejectedError` subclass. It is safe to call from any number
     of threads, including on free-threaded Python. ``rotate(...)`` swaps in
@@ -310,6 +318,9 @@ class JWTVerifier:
         on_reject: RejectHook | None = None,
         cache_stats: bool = False,
         telemetry: bool | Telemetry = False,
+        tenants: TenantsOption | None = None,
+        tenant_claim: str = "tid",
+        tenants_ttl: float = TENANT_TTL,
         **settings: Unpack[JWTSettings],
     ) -> None:
         # The setting keywords are JWTConfig's fields (JWTSettings): a
@@ -348,6 +359,24 @@ class JWTVerifier:
         object.__setattr__(self, "_counters", [0, 0] if counting else None)
         object.__setattr__(self, "_router", None)
         object.__setattr__(self, "_skipped", ())
+        # issuer="...{tenantid}..." (with tenants=) is the one template Issuer it means.
+        config, template = lift_template(
+            config,
+            keys=keys,
+            jwks=jwks,
+            jwks_url=jwks_url,
+            discover=discover,
+            tenants=tenants,
+            tenant_claim=tenant_claim,
+            tenants_ttl=tenants_ttl,
+            several=issuers is not None,
+            allow_symmetric=allow_symmetric,
+            allow_insecure_loopback=allow_insecure_loopback,
+        )
+        if template is not None:
+            keys = jwks = jwks_url = discover = None
+            issuers = [template]
+            object.__setattr__(self, "config", config)
         if jwks_url is None and discover is None and issuers is None:
             if reporter is not None:
                 reporter.bind(config.issuer, _allowed(config), [])
@@ -372,7 +401,7 @@ class JWTVerifier:
         object.__setattr__(self, "_router", router)
         if reporter is not None:
             named = (*config.issuer, *router.issuers)
-            reporter.bind(named, _allowed(config), list(router.sources))
+            reporter.bind(named, _allowed(config), list(router.sources), router.templates)
         router.on_removed(_weak_call(self, JWTVerifier._drop_cache))
         self._install_engine(router)
 
@@ -404,6 +433,10 @@ class JWTVerifier:
         ``{prefix}PUBLIC_KEY`` (PEM, with ``PUBLIC_KEY_ALGORITHM`` and
         ``PUBLIC_KEY_KID``) or ``{prefix}JWKS`` (JSON text).
 
+        An issuer template (``{prefix}ISSUER`` with ``{tenantid}``) takes its
+        tenants from ``{prefix}TENANTS`` (comma-separated ids, or ``any``) and
+        its tenant claim from ``{prefix}TENANT_CLAIM``.
+
         A misspelt ``{prefix}*`` variable is an error naming the closest
         valid one, the network variables first (``JWKS_URI`` is meant as
         ``JWKS_URL``, not as key material).
@@ -422,11 +455,11 @@ class JWTVerifier:
         config = JWTConfig.from_env(
             source,
             prefix=prefix,
-            known=(*_NETWORK_ENV, *_KEY_ENV),
+            known=(*_NETWORK_ENV, *_TENANT_ENV, *_KEY_ENV),
             preferred=_NETWORK_ENV,
             **settings,
         )
-        for name in (*_NETWORK_ENV, *_KEY_ENV):
+        for name in (*_NETWORK_ENV, *_TENANT_ENV, *_KEY_ENV):
             if prefix + name in source and not source[prefix + name].strip():
                 raise ConfigurationError(f"{prefix}{name} is empty; unset it or give a value")
         # Keys from the network: URLs, not key material (no opt-in needed).
@@ -437,6 +470,7 @@ class JWTVerifier:
         if prefix + "ALLOW_INSECURE_LOOPBACK" in source:
             variable = prefix + "ALLOW_INSECURE_LOOPBACK"
             options.setdefault("allow_insecure_loopback", env_flag(variable, source[variable]))
+        _tenant_options(source, prefix, options)
         env_keys: list[Key] = []
         env_jwks = None
         material = [n for n in ("SECRET", "PUBLIC_KEY", "JWKS") if prefix + n in source]
@@ -711,6 +745,22 @@ class JWTVerifier:
 #: matched to these first: a misspelt URL variable must not be read as a
 #: hint towards key material).
 _NETWORK_ENV = ("JWKS_URL", "DISCOVER", "ALLOW_INSECURE_LOOPBACK")
+
+#: ``{prefix}*`` variables of an issuer template's tenants (not key material).
+_TENANT_ENV = ("TENANTS", "TENANT_CLAIM")
+
+
+def _tenant_options(source: Mapping[str, str], prefix: str, options: dict[str, Any]) -> None:
+    """``tenants`` (ids, comma-separated, or ``any``) and ``tenant_claim`` from the environment."""
+    if prefix + "TENANTS" in source:
+        text = source[prefix + "TENANTS"].strip()
+        listed = [item.strip() for item in text.split(",")]
+        if text != "any" and not all(listed):
+            raise ConfigurationError(f"{prefix}TENANTS has an empty item; list tenant ids or any")
+        options.setdefault("tenants", "any" if text == "any" else listed)
+    if prefix + "TENANT_CLAIM" in source:
+        options.setdefault("tenant_claim", source[prefix + "TENANT_CLAIM"].strip())
+
 
 #: ``{prefix}*`` variables of key material ``from_env`` reads besides the config fields.
 _KEY_ENV = (

@@ -54,6 +54,7 @@ __all__ = [
     "KeysUnavailableError",
     "MalformedTokenError",
     "MissingClaimError",
+    "TenantRejectedError",
     "TokenIssuedInFutureError",
     "TokenNotYetValidError",
     "TokenRejectedError",
@@ -263,6 +264,18 @@ class InvalidIssuerError(ClaimsRejectedError):
 
     expected: tuple[str, ...] = ()
     """The configured issuers."""
+
+
+class TenantRejectedError(ClaimsRejectedError):
+    """A multi-tenant issuer's token whose tenant is refused. HTTP 401.
+
+    The token's tenant claim (``tid`` by default) is absent, not a string,
+    not the tenant its ``iss`` names, or not a tenant this service allows.
+    The message shows the token's values escaped and capped, nothing more.
+    """
+
+    reason = "tenant"
+    detail = "The token's tenant is not accepted by this service."
 
 
 class MissingClaimError(ClaimsRejectedError):

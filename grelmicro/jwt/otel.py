@@ -52,6 +52,7 @@ _OUTCOME = "grelmicro.jwt.outcome"
 _REASON = "grelmicro.jwt.reason"
 _ISSUER = "grelmicro.jwt.issuer"
 _ALGORITHM = "grelmicro.jwt.algorithm"
+_TENANT = "grelmicro.jwt.tenant"
 _CACHE = "grelmicro.jwt.cache"
 _SOURCE = "grelmicro.jwt.source"
 _CHECK = "grelmicro.jwt.check"
@@ -336,11 +337,14 @@ class Reporter:
         self._tracer = tracer_provider.get_tracer(METER_NAME)
         self._verifier = weakref.ref(verifier)
         self._lock = threading.Lock()  # creates cells; bumps take no lock
-        #: (outcome, reason, issuer, algorithm) -> count, read at collection time.
-        self._counts: dict[tuple[str, str | None, str | None, str | None], list[int]] = {}
+        #: (outcome, reason, issuer, algorithm, tenant) -> count, read at collection time.
+        self._counts: dict[
+            tuple[str, str | None, str | None, str | None, str | None], list[int]
+        ] = {}
         #: (issuer, header segment) of accepted tokens -> their cell in ``_counts``.
         self._accepted: dict[tuple[object, str | bytes], list[int]] = {}
         self._issuers: frozenset[str] = frozenset()
+        self._templates: tuple[Any, ...] = ()
         self._algorithms: frozenset[str] = frozenset()
         self._sources: list[tuple[str, weakref.ref[_Source]]] = []
         self._fetches = shared.fetches
@@ -355,10 +359,20 @@ class Reporter:
     # -- wiring (called by the verifier) -------------------------------------
 
     def bind(
-        self, issuers: tuple[str, ...], algorithms: tuple[str, ...], sources: list[Any]
+        self,
+        issuers: tuple[str, ...],
+        algorithms: tuple[str, ...],
+        sources: list[Any],
+        templates: tuple[Any, ...] = (),
     ) -> None:
-        """What attributes may name (configured issuers, allowed algorithms); sources to observe."""
+        """What attributes may name (configured issuers, allowed algorithms); sources to observe.
+
+        ``templates`` are the issuer templates' routes: a token of one is
+        counted under the template (never its own ``iss``), with a
+        ``tenant`` attribute only when its tenant is on a configured list.
+        """
         self._issuers = frozenset(issuers)
+        self._templates = templates
         self._algorithms = frozenset(algorithms)
         for source in sources:
             self._sources.append((source.source, weakref.ref(source)))
@@ -380,7 +394,7 @@ class Reporter:
 
     def refused(self, error: JWTError) -> None:
         """A refusal (or keys unavailable): counted by reason, an event on the current span."""
-        self._count(("rejected", error.reason, None, None))
+        self._count(("rejected", error.reason, None, None, None))
         span = self._trace.get_current_span()
         if span.is_recording():
             span.add_event("grelmicro.jwt.refusal", {_REASON: error.reason})
@@ -416,7 +430,7 @@ class Reporter:
 
     # -- counting --------------------------------------------------------------
 
-    def _cell(self, key: tuple[str, str | None, str | None, str | None]) -> list[int]:
+    def _cell(self, key: tuple[str, str | None, str | None, str | None, str | None]) -> list[int]:
         """The counter of one attribute set (a one-item list, bumped without a lock).
 
         Like the cache's counters, a bump is a plain ``+= 1``: under
@@ -428,7 +442,7 @@ class Reporter:
                 cell = self._counts.setdefault(key, [0])
         return cell
 
-    def _count(self, key: tuple[str, str | None, str | None, str | None]) -> None:
+    def _count(self, key: tuple[str, str | None, str | None, str | None, str | None]) -> None:
         self._cell(key)[0] += 1
 
     def accepted(self, token: str | bytes, result: Any) -> None:
@@ -446,10 +460,17 @@ class Reporter:
     def _accepted_cell(self, token: str | bytes, issuer: object, header: str | bytes) -> list[int]:
         """The counter of a new (issuer, header) pair, with attributes from bounded sets only."""
         named = issuer if issuer in self._issuers else None  # only configured issuers
+        tenant = None
+        if named is None and isinstance(issuer, str):
+            for route in self._templates:
+                found = route.match(issuer)
+                if found is not None:
+                    named, tenant = route.name, route.bucket(found)  # a listed tenant, or None
+                    break
         algorithm = _header_algorithm(token)
         if algorithm not in self._algorithms:
             algorithm = None
-        cell = self._cell(("accepted", None, named, algorithm))
+        cell = self._cell(("accepted", None, named, algorithm, tenant))
         if len(self._accepted) < _HEADERS_KEPT:  # past it, pairs are looked up each time
             self._accepted[(issuer, header)] = cell
         return cell
@@ -490,8 +511,8 @@ class Reporter:
         yield verifier.cache_info().hits or 0, {_OUTCOME: "accepted", _CACHE: "hit"}
         with self._lock:
             counts = [(key, cell[0]) for key, cell in self._counts.items()]
-        for (outcome, reason, issuer, algorithm), value in counts:
-            named = {_REASON: reason, _ISSUER: issuer, _ALGORITHM: algorithm}
+        for (outcome, reason, issuer, algorithm, tenant), value in counts:
+            named = {_REASON: reason, _ISSUER: issuer, _ALGORITHM: algorithm, _TENANT: tenant}
             attributes = {_OUTCOME: outcome}
             if outcome == "accepted":
                 attributes[_CACHE] = "miss"

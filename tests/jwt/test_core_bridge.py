@@ -73,6 +73,8 @@ def test_every_rejection_class_is_reachable_from_the_core_or_python():
     mapped = set(_core.KIND_TO_ERROR.values())
     # The cnf reader (grelmicro/jwt/_confirmation.py) and the route's bindings raise these.
     mapped |= {errors.BindingError, errors.UncheckedBindingError, errors.CertificateBindingError}
+    # The router raises these as core errors for issuer templates (grelmicro/jwt/_tenants.py).
+    mapped |= set(_core.PYTHON_KINDS.values())
     abstract = {errors.TokenRejectedError, errors.ClaimsRejectedError}
     for reason, cls in errors.REASONS.items():
         if issubclass(cls, TokenRejectedError) and cls not in abstract:

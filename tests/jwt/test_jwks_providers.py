@@ -218,10 +218,11 @@ def test_odd_keys_are_skipped_and_the_rest_serve(server: DocumentServer) -> None
 
 
 def test_entra_common_endpoint_names_a_template_not_an_issuer(server: DocumentServer) -> None:
-    """Entra's ``common`` metadata says ``{tenantid}``: discovery refuses it.
+    """Entra's ``common`` metadata says ``{tenantid}``: discovery without the template refuses it.
 
-    A multi-tenant Entra app lists its tenants instead; they share one JWKS
-    URL and so one fetch.
+    The message says how to configure the template (``tests/jwt/test_tenants.py``
+    covers it); listing each tenant as an issuer still works, and they share
+    one JWKS URL and so one fetch.
     """
     common = server.url("/common/v2.0")
     server.set(

@@ -238,6 +238,46 @@ def test_an_accepted_token_of_an_unconfigured_issuer_is_counted_without_its_issu
     assert FOREIGN_ISSUER not in every_attribute_value(sink)
 
 
+def test_a_template_issuer_counts_listed_tenants_only():
+    from forge import private_key  # noqa: PLC0415
+
+    key = private_key("RS256", kid="entra-1", seed=60)
+    template = "https://login.microsoftonline.com/{tenantid}/v2.0"
+    listed, unlisted = "tenant-one", "tenant-two"
+
+    def entra(tenant: str) -> str:
+        iss = template.replace("{tenantid}", tenant)
+        return key.mint({"iss": iss, "tid": tenant, "aud": AUDIENCE, "exp": NOW + 60})
+
+    for tenants, named in (([listed], listed), ("any", None), (lambda tenant: True, None)):
+        sink = sinks()
+        verifier = JWTVerifier(
+            jwks={"keys": [key.public_jwk()]},
+            issuer=template,
+            tenants=tenants,
+            audience=AUDIENCE,
+            clock=lambda: NOW,
+            telemetry=sink.telemetry,
+        )
+        verifier.verify(entra(listed))
+        expected = {
+            "issuer": template,
+            "outcome": "accepted",
+            "cache": "miss",
+            "algorithm": "RS256",
+        }
+        if named is not None:
+            expected["tenant"] = named
+        assert value_of(sink, "grelmicro.jwt.verifications", **expected) == 1
+        if tenants != [listed]:
+            verifier.verify(entra(unlisted))
+        values = every_attribute_value(sink)
+        assert unlisted not in values
+        assert template.replace("{tenantid}", listed) not in values  # never the token's iss
+        if named is None:
+            assert listed not in values
+
+
 def test_the_algorithm_is_named_only_from_the_allowed_set():
     sink = sinks()
     es = private_key("ES256", kid="e1")

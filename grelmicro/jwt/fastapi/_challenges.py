@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 
 from grelmicro.jwt.errors import (
     REASONS,
+    AccessDeniedError,
     ConfigurationError,
     InsufficientRoleError,
     InsufficientScopeError,
@@ -225,6 +226,17 @@ class Challenges:
             detail,
             f'error_description="{InsufficientRoleError.reason}"',
             missing=missing,
+        )
+
+    def wrong_tenant(self) -> BearerError:
+        """403: the token's tenant is not one the route accepts (the token's value is not shown)."""
+        return self.refusal(
+            403,
+            "insufficient_scope",
+            AccessDeniedError.reason,
+            "The token's tenant does not have access to this resource.",
+            f'error_description="{AccessDeniedError.reason}"',
+            missing=("tenant",),
         )
 
     def too_many(
