@@ -11,25 +11,35 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
+from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketState
 
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError, TokenRejectedError
-from grelmicro.jwt.fastapi._challenges import BearerError, problem_response
+from grelmicro.jwt.fastapi._challenges import BearerError, Challenges, problem_response
 
-if TYPE_CHECKING:
-    from grelmicro.jwt.fastapi._bearer import JWTBearer
+
+class Bearer(Protocol):
+    """What app wiring reads of a ``JWTBearer`` (this module sits below it: no import)."""
+
+    verifier: JWTVerifier
+    challenges: Challenges
+
+    def subprotocol(self, websocket: HTTPConnection) -> str | None:
+        """The websocket subprotocol to accept with, if any."""
+        ...
+
 
 __all__ = ["check_routes", "install", "lifespan", "readiness"]
 
 
 @asynccontextmanager
-async def lifespan(bearer: JWTBearer, app: FastAPI | None) -> AsyncIterator[None]:
+async def lifespan(bearer: Bearer, app: FastAPI | None) -> AsyncIterator[None]:
     """Check the routes, load the keys; stop the background refresh at shutdown."""
     if app is not None:
         check_routes(app)
@@ -45,7 +55,7 @@ async def lifespan(bearer: JWTBearer, app: FastAPI | None) -> AsyncIterator[None
             await aclose()
 
 
-def install(bearer: JWTBearer, app: FastAPI) -> None:
+def install(bearer: Bearer, app: FastAPI) -> None:
     """Handlers for refusals (and verifier errors escaping routes), route check, lifespan."""
     app.add_exception_handler(BearerError, problem_response)
     # A refusal raised by a route's own verifier call is the client's fault, not a 500.
@@ -65,7 +75,7 @@ def install(bearer: JWTBearer, app: FastAPI) -> None:
     app.router.lifespan_context = wrapped
 
 
-def _escaped_handler(bearer: JWTBearer) -> Any:
+def _escaped_handler(bearer: Bearer) -> Any:
     challenges = bearer.challenges
 
     async def escaped(connection: Any, exc: Exception) -> Response | None:
@@ -87,7 +97,7 @@ def _escaped_handler(bearer: JWTBearer) -> Any:
     return escaped
 
 
-async def readiness(bearer: JWTBearer) -> JSONResponse:
+async def readiness(bearer: Bearer) -> JSONResponse:
     """200 when keys are loaded and fresh, else 503 with ``Retry-After``."""
     health = getattr(bearer.verifier, "health", None)
     body: dict[str, Any] = {"ready": True}
