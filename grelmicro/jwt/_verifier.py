@@ -28,6 +28,7 @@ from typing import Annotated, Any, NoReturn, Protocol, cast
 from typing_extensions import Unpack
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._build import build_router, lift_template
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
@@ -35,7 +36,7 @@ from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
 from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import FetchOptions
-from grelmicro.jwt._issuers import Issuer, build_router, lift_template
+from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt._router import KeyRouter

@@ -394,7 +394,7 @@ def test_no_record_carries_a_token_or_a_kid_taken_from_one(
 def test_many_verifiers_for_one_url_warn_once(
     server: DocumentServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from grelmicro.jwt._issuers import MANY_SOURCES  # noqa: PLC0415
+    from grelmicro.jwt._build import MANY_SOURCES  # noqa: PLC0415
 
     url = server.url("/many-verifiers.json")  # a URL no other test builds verifiers for
     built = []
