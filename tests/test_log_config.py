@@ -38,7 +38,7 @@ def test_a_key_source_event_is_one_json_line_with_its_jwt_fields() -> None:
     code = (
         "import json, logging.config, sys\n"
         f"logging.config.dictConfig(json.load(open({str(CONFIG)!r})))\n"
-        "from grelmicro.jwt._fetch import log_event\n"
+        "from grelmicro.jwt._events import log_event\n"
         "log_event(logging.WARNING, 'keys.fetch_failed', 'https://idp.test/jwks.json',\n"
         "          'fetch failed: %s', 'timeout', error='timeout', failures=1)\n"
         "logging.getLogger('grelmicro.jwt').debug('not at INFO')\n"

@@ -90,7 +90,9 @@ def test_the_command_line_adds_the_test_hooks_only_when_asked(
     corewheel = _corewheel()
     asked: list[tuple[tuple[str, ...], bool]] = []
 
-    def build(python: str, *, features: tuple[str, ...] = (), pgo: bool = False) -> Path:
+    def build(
+        python: str, *, features: tuple[str, ...] = (), pgo: bool = False, platform: str = ""
+    ) -> Path:
         asked.append((tuple(features), pgo))
         return Path("core.whl")
 

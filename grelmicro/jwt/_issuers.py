@@ -216,8 +216,8 @@ def _discovery_url(
     if isinstance(discover, str):
         if template is None and discover != issuer:
             raise ConfigurationError(
-                f"issuer {issuer!r}: discover=True reads the issuer's own metadata; a "
-                "discovery URL is given only for an issuer template"
+                f"issuer {issuer!r}: discover must be True or False (True reads the "
+                "issuer's own metadata); a discovery URL is given only for an issuer template"
             )
         if not discover:
             raise ConfigurationError(f"issuer {issuer!r}: discover= is a URL or True")
