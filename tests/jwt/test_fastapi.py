@@ -638,6 +638,7 @@ def test_keys_unavailable_is_503_with_retry_after_and_not_ready():
     assert response.headers["retry-after"] in ("1", "2")
     assert "www-authenticate" not in response.headers
     assert problem(response)["reason"] == "keys-unavailable"
+    assert problem(response)["wait"] == "provider-failing"  # every 503 says what it waits for
     assert ready.status_code == 503
     assert ready.headers["retry-after"] == "7"
     assert ready.json()["ready"] is False

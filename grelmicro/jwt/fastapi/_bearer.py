@@ -187,7 +187,7 @@ class JWTBearer(SecurityBase):
                 raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
             except KeysUnavailableError as exc:
                 raise self.challenges.unavailable(
-                    exc.reason, exc.detail, retry_after=exc.retry_after
+                    exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait
                 ) from None
             if self.bindings or "cnf" in claims:
                 await self._check_binding(connection, presentation, claims)
@@ -238,7 +238,7 @@ class JWTBearer(SecurityBase):
             raise self.challenges.invalid_token(exc.reason, scheme) from None
         except KeysUnavailableError as exc:
             raise self.challenges.unavailable(
-                exc.reason, exc.detail, retry_after=exc.retry_after
+                exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait
             ) from None
         return claims
 

@@ -56,7 +56,10 @@ class BearerError(HTTPException):
     ``error`` is the RFC 6750 error code (``invalid_token``,
     ``insufficient_scope``, ``invalid_request``) or ``None`` when the request
     carried no credentials; ``reason`` is the stable kebab-case reason.
-    ``missing`` lists what a 403 found missing (scopes or roles).
+    ``missing`` lists what a 403 found missing (scopes or roles); ``wait``
+    what a 503 waits for (``KeysUnavailableError.wait``: ``budget``,
+    ``provider-failing``...), so a client and a dashboard can tell a paced
+    refetch from an outage.
     """
 
     def __init__(
@@ -68,11 +71,13 @@ class BearerError(HTTPException):
         detail: str,
         headers: dict[str, str],
         missing: Sequence[str] = (),
+        wait: str | None = None,
     ) -> None:
         super().__init__(status_code, detail, headers)
         self.error = error
         self.reason = reason
         self.missing = tuple(missing)
+        self.wait = wait
 
     def problem(self) -> dict[str, Any]:
         """The RFC 9457 problem document for this refusal."""
@@ -87,6 +92,8 @@ class BearerError(HTTPException):
         body["reason"] = self.reason
         if self.missing:
             body["missing"] = list(self.missing)
+        if self.wait is not None:
+            body["wait"] = self.wait
         return body
 
 
@@ -262,11 +269,13 @@ class Challenges:
         detail: str | None = None,
         *,
         retry_after: float | None = None,
+        wait: str | None = None,
     ) -> BearerError:
         """503 with ``Retry-After``: by default, no keys to verify with.
 
         ``retry_after``: when the key source may fetch again (whole seconds,
-        at least 1); the configured default when not known.
+        at least 1); the configured default when not known. ``wait``: what
+        the answer waits for (the problem body's ``wait`` member).
         """
         seconds = self.retry_after if retry_after is None else max(1, math.ceil(retry_after))
         return BearerError(
@@ -275,4 +284,5 @@ class Challenges:
             reason=reason,
             detail=KeysUnavailableError.detail if detail is None else detail,
             headers={"Retry-After": str(seconds)},
+            wait=wait,
         )
