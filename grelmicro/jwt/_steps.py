@@ -27,7 +27,7 @@ from typing import Any
 from grelmicro.jwt._snapshot import Wait
 from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["Pending", "Result", "Steps", "drive_async", "drive_sync"]
+__all__ = ["Pending", "Result", "Steps", "drive_async", "drive_sync", "on_event_loop"]
 
 #: The engine's answer: ``(payload, valid_until)``.
 Result = tuple[Any, "float | None"]
@@ -63,7 +63,8 @@ class Pending(KeysUnavailableError):  # noqa: N818 - a step of the flow, not a f
         return await self._finish(self)
 
 
-def _on_event_loop() -> bool:
+def on_event_loop() -> bool:
+    """Whether this thread runs an event loop now (a sync call there must not block)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -76,7 +77,7 @@ def drive_sync(steps: Steps, token: str | bytes) -> Result:
     try:
         wait = next(steps)
         while True:
-            if _on_event_loop():
+            if on_event_loop():
                 wait.hand_to_loop()
                 raise Pending(steps, wait, token)
             wait.block()

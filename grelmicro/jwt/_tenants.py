@@ -36,7 +36,7 @@ from typing import Any, Literal
 from grelmicro.jwt import _core
 from grelmicro.jwt._router import Slot, unverified_claims
 from grelmicro.jwt._snapshot import Flight, Wait
-from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync
+from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync, on_event_loop
 from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError
 
 __all__ = [
@@ -292,7 +292,7 @@ class Tenants:
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
-                if _on_event_loop():  # an async callable that did not look like one
+                if on_event_loop():  # an async callable that did not look like one
                     close = getattr(answer, "close", None)
                     if close is not None:
                         close()
@@ -347,14 +347,6 @@ class Tenants:
             if self._flights.get(tenant) is flight:
                 del self._flights[tenant]
         flight.finish(self._lock)
-
-
-def _on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 async def _awaited(answer: Awaitable[Any]) -> Any:
