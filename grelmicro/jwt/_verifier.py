@@ -46,6 +46,7 @@ from grelmicro.jwt.errors import (
     ConfigurationError,
     KeysUnavailableError,
     TokenRejectedError,
+    WeakKeyError,
 )
 from grelmicro.jwt.otel import Reporter, Telemetry
 
@@ -775,7 +776,7 @@ _KEY_ENV = (
 )
 
 
-def _key_set(
+def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
     keys: Sequence[Key] | None,
     jwks: Mapping[str, Any] | str | bytes | None,
     *,
@@ -818,10 +819,19 @@ def _key_set(
     except _core.CoreError as exc:
         _core.raise_translated(exc)
     for kid, reason in combined.skipped:
+        if reason.startswith(_EXPOSED_SECRET):
+            # Keys given in code: refused at build (a fetched JWKS holds no
+            # secret; one given with allow_symmetric=True is refused too).
+            raise WeakKeyError(f"key {kid!r}: {reason}")
         if (kid, reason) not in reported:
             logger.warning("key %r skipped: %s", kid, reason)
             reported.append((kid, reason))
     return combined, tuple(reported)
+
+
+#: How the core words a secret that is the text of a public member of a key
+#: beside it (issue 33, D5): anyone holding that public key could forge tokens.
+_EXPOSED_SECRET = "this HMAC secret is the text of a public key member"  # noqa: S105 - a message
 
 
 def _allowed(config: JWTConfig) -> tuple[str, ...]:
