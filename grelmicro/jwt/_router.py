@@ -216,8 +216,7 @@ class Slot:
         source = self.source
         if source is None:
             return self.core.verify_until(token, now)  # type: ignore[union-attr]
-        if source.snapshot is not self.snapshot and self.router is not None:
-            self.router.derive(source)
+        self._catch_up(source)
         arrived = self.timer()
         core = self.core
         snapshot = self.snapshot
@@ -232,7 +231,7 @@ class Slot:
         except _core.CoreError as exc:
             if not self._worth_refetch(exc.args[0], token):
                 raise
-            return drive_sync(self.steps(token, now, arrived, exc), token)
+            return drive_sync(self.steps(token, now, arrived, exc, snapshot), token)
         return payload, _capped(until, now, arrived, snapshot)
 
     def steps(
@@ -241,6 +240,7 @@ class Slot:
         now: float,
         arrived: float,
         refused: _core.CoreError | None,
+        refused_by: Snapshot = EMPTY,
     ) -> Steps:
         """The miss path that may wait for keys; its answer after a wait is an event.
 
@@ -249,7 +249,7 @@ class Slot:
         how many waits and how long after it arrived: a rotation that ends
         200 is one accepted verification, never a refusal.
         """
-        inner = self._steps(token, now, arrived, refused)
+        inner = self._steps(token, now, arrived, refused, refused_by)
         waits = 0
         try:
             wait = next(inner)
@@ -291,21 +291,26 @@ class Slot:
         now: float,
         arrived: float,
         refused: _core.CoreError | None,
+        refused_by: Snapshot,
     ) -> Steps:
         """The miss path that may wait for keys (see :mod:`grelmicro.jwt._steps`).
 
         ``arrived``: when the miss started (monotonic), taken once.
-        ``refused``: the refusal the keys held gave, if the caller already
-        asked them. A kid absent from a document whose fetch started after
-        ``arrived`` is final (401 ``unknown-key``); before that, one fetch
-        (single flight, paced) or a 503 that says why and when.
+        ``refused``: the refusal the keys of ``refused_by`` gave, if the
+        caller already asked them. Only that refusal decides: when newer
+        keys were installed meanwhile (a refresh that ended between the
+        caller's check and this step), they are asked first. A kid absent
+        from a document whose fetch started after ``arrived`` is final
+        (401 ``unknown-key``); before that, one fetch (single flight, paced)
+        or a 503 that says why and when.
         """
         source = self.source
         assert source is not None  # noqa: S101 - only network slots take steps
         for _ in range(_ROUNDS):
+            self._catch_up(source)
+            if refused is not None and self.snapshot is not refused_by:
+                refused = None  # newer keys than the ones that refused: ask them
             if refused is None:
-                if self.router is not None:
-                    self.router.derive(source)
                 core, snapshot = self.core, self.snapshot
                 if core is None or not snapshot.serves(self.timer()):
                     if snapshot.key_set is not None:
@@ -320,10 +325,10 @@ class Slot:
                 except _core.CoreError as exc:
                     if not self._worth_refetch(exc.args[0], token):
                         raise
-                    refused = exc
+                    refused, refused_by = exc, snapshot
                 else:
                     return payload, _capped(until, now, self.timer(), snapshot)
-            if self.snapshot.key_set is not None and self.snapshot.fetched_at >= arrived:
+            if refused_by.key_set is not None and refused_by.fetched_at >= arrived:
                 raise _fresh(refused)  # keys fetched after the token arrived answered it
             early = None if self.precheck is None else self.precheck.refusal(token, now)
             if early is not None:
@@ -334,6 +339,11 @@ class Slot:
             yield wait
             refused = None
         raise source.unavailable(None, unknown_kid=True)
+
+    def _catch_up(self, source: KeySource) -> None:
+        """Install the source's newest snapshot here if this slot is behind it."""
+        if source.snapshot is not self.snapshot and self.router is not None:
+            self.router.derive(source)
 
     def _worth_refetch(self, kind: str, token: str | bytes) -> bool:
         alg = kid = None

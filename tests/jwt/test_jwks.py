@@ -35,7 +35,9 @@ from grelmicro.jwt import (
     TokenRejectedError,
     UnknownKeyError,
 )
+from grelmicro.jwt._core import CoreError
 from grelmicro.jwt._jwks import KeySource
+from grelmicro.jwt._steps import drive_sync
 
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
@@ -329,6 +331,40 @@ def test_an_added_key_that_makes_kid_less_tokens_ambiguous_drops_the_cache(
     settle(verifier)
     with pytest.raises(UnknownKeyError):
         verifier.verify(kid_less)
+    verifier.close()
+
+
+def test_a_refresh_that_ends_before_the_miss_step_is_asked_not_its_predecessor(
+    server: DocumentServer, k1: Signer
+) -> None:
+    # The race CI once hit: a background refresh starts at the token's
+    # arrival and installs new keys between the held keys' refusal and the
+    # miss step. The refusal came from the old keys; the new ones (fetched
+    # after the token arrived) hold its kid and must be the ones asked.
+    clock = FakeClock()
+    server.set(JWKS, jwks_of(k1), headers={"Cache-Control": "max-age=100"})
+    verifier = network_verifier(server, clock)
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    assert verifier._router is not None
+    (slot,) = verifier._router._slots.values()
+    old = slot.snapshot
+    second = private_key("RS256", kid="k1b", seed=13)
+    token = mint(second)
+    clock.now += 101
+    arrived = slot.timer()
+    assert slot.core is not None
+    with pytest.raises(CoreError) as refused:
+        slot.core.verify_until(token, clock())
+    server.set(JWKS, jwks_of(k1, second), headers={"Cache-Control": "max-age=100"})
+    only_source(verifier).refresh_background()
+    settle(verifier)
+    verifier._router.derive(only_source(verifier))
+    assert slot.snapshot is not old
+    assert slot.snapshot.fetched_at >= arrived
+    steps = slot.steps(token, clock(), arrived, refused.value, old)
+    payload, _ = drive_sync(steps, token)
+    assert payload["sub"] == "user-1"
+    assert server.count(JWKS) == 2  # no fetch of its own: the refresh answered it
     verifier.close()
 
 
