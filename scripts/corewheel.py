@@ -226,6 +226,9 @@ def _maturin(
 ) -> Path:
     """``maturin build --release`` into ``out`` (emptied first); the one wheel made.
 
+    A build with the test hooks uses the ``hooks`` profile instead (release
+    code generation without fat LTO; see ``grelmicro-core/Cargo.toml``).
+
     With ``platform`` (a key of ``PLATFORMS``) the wheel is linked by zig for
     that target and tagged for it (manylinux2014 = glibc 2.17, musllinux_1_2).
     """
@@ -238,8 +241,10 @@ def _maturin(
         zig = ["--zig", "--target", triple, "--compatibility", compat]
     else:
         interpreter, zig = python, []
+    # A build with the test hooks never ships: Cargo.toml's quicker `hooks` profile.
+    profile = ["--profile", "hooks"] if TEST_FEATURE in features else ["--release"]
     cmd: list[str | Path] = [
-        find_maturin(), "build", "--release", "-q",
+        find_maturin(), "build", *profile, "-q",
         "-m", source / "Cargo.toml", "-i", interpreter, "-o", out, *zig,
     ]  # fmt: skip
     if features:

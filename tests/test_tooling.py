@@ -17,7 +17,7 @@ import core_source
 import forge
 import pytest
 
-pytest.importorskip("tomllib")  # scripts/ need Python 3.11+
+tomllib = pytest.importorskip("tomllib")  # scripts/ need Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_MODULES = ("corewheel", "wheelhouse", "pgo_train", "jws", "core_source", "check_dockerfile")
@@ -106,3 +106,37 @@ def test_the_command_line_adds_the_test_hooks_only_when_asked(
 def test_test_hooks_and_bench_hooks_are_not_asked_together() -> None:
     with pytest.raises(SystemExit):
         _corewheel().main([sys.executable, "--bench", "--test-hooks"])
+
+
+@pytest.mark.parametrize(
+    ("features", "profile"),
+    [
+        (("test-hooks",), ["--profile", "hooks"]),
+        ((), ["--release"]),
+        (("bench-hooks",), ["--release"]),
+    ],
+)
+def test_only_builds_with_the_test_hooks_take_the_quick_profile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, features: tuple[str, ...], profile: list[str]
+) -> None:
+    corewheel = _corewheel()
+    ran: list[list[str]] = []
+    out = tmp_path / "out"
+
+    def run(cmd: list[Any], log: object, **kw: object) -> None:
+        ran.append([str(part) for part in cmd])
+        out.mkdir()
+        (out / "grelmicro_core-0-cp311-cp311-linux_x86_64.whl").touch()
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    corewheel._maturin(sys.executable, corewheel.CORE, features, out, print)
+    (cmd,) = ran
+    assert cmd[2 : 2 + len(profile)] == profile
+    assert ("--release" in cmd) != (profile == ["--profile", "hooks"])
+
+
+def test_the_quick_profile_is_the_release_one_without_whole_program_lto() -> None:
+    profiles = tomllib.loads((ROOT / "grelmicro-core" / "Cargo.toml").read_text())["profile"]
+    assert profiles["release"]["lto"] == "fat"  # what ships
+    assert profiles["hooks"]["inherits"] == "release"
+    assert set(profiles["hooks"]) == {"inherits", "lto", "codegen-units"}
