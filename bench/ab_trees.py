@@ -5,6 +5,9 @@
 Each argument is the interpreter of one tree's dev environment (the
 ``.venv/bin/python`` that ``scripts/setup.sh`` made there: it holds the core
 wheel built from that tree and that tree's ``grelmicro``, installed editable).
+``setup.sh`` installs the core's quicker ``hooks`` build (no fat LTO): for the
+shipped code generation, ``python scripts/corewheel.py PYTHON --install``
+first in each tree.
 The interpreter running this driver needs ``cryptography`` (the new tree's
 ``.venv`` has it): it makes the canonical tokens once with ``fixtures.py``
 (``shared/bench-token.md``: HS256, RS256, ES256, EdDSA) and hands the same
