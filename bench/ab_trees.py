@@ -66,7 +66,7 @@ def worker(fixtures_path: str) -> int:
     sys.path.insert(0, str(HERE))
     import grelmicro_core
     from lanes import layer_verifier, mapping_of
-    from timing import Lane, check
+    from timing import Lane, check, core_build
 
     import grelmicro
 
@@ -104,7 +104,7 @@ def worker(fixtures_path: str) -> int:
                 "grelmicro": str(Path(grelmicro.__file__).resolve().parents[1]),
                 "core": grelmicro_core.__version__,
                 "core_file": grelmicro_core.__file__,
-                "pgo": getattr(grelmicro_core, "PGO", "?"),
+                "pgo": core_build(grelmicro_core),
             }
         ),
         flush=True,
@@ -232,7 +232,7 @@ def main() -> int:
         i = side.info
         print(
             f"- {side.name}: {i['implementation']} {i['python']}, grelmicro from {i['grelmicro']}, "
-            f"grelmicro-core {i['core']} (PGO: {i['pgo']})"
+            f"grelmicro-core {i['core']} ({i['pgo']})"
         )
     print(f"- CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; {platform.platform()}")
     print(f"- load average (1/5/15 min): {start_load} at start, {end_load} at end")

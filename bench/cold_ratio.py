@@ -126,10 +126,11 @@ def main() -> None:
         for _ in range(args.processes)
     ]
     import grelmicro_core  # noqa: PLC0415
+    from timing import core_build  # noqa: PLC0415
 
     print(
         f"# CPython {platform.python_version()}, grelmicro-core {version('grelmicro-core')} "
-        f"(PGO {getattr(grelmicro_core, 'PGO', '?')}), ryjwt {version('ryjwt')}; "
+        f"({core_build(grelmicro_core)}), ryjwt {version('ryjwt')}; "
         f"{args.processes} process(es) x {args.rounds} alternating rounds, cache off, "
         "canonical token"
     )

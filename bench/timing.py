@@ -89,6 +89,18 @@ class Lane:
         return fn(n, raw, **self.names)
 
 
+def core_build(core: Any) -> str:
+    """How a grelmicro-core module was built: its PGO state, and whether it is a hooks build.
+
+    A build with the test hooks (``scripts/setup.sh``'s) takes the cargo
+    profile ``hooks``, without fat LTO: not the shipped code generation.
+    """
+    kind = f"PGO {getattr(core, 'PGO', '?')}"
+    if hasattr(getattr(core, "TokenCache", None), "_entry"):
+        kind += ", hooks build: no fat LTO"
+    return kind
+
+
 def normalize(value: Any) -> Any:
     """JSON arrays may come back as tuples (read-only claims): compare them as lists."""
     if isinstance(value, Mapping):

@@ -29,7 +29,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import lanes as lanes_mod
-from timing import Lane, check, cyclic_garbage, expect_rejection, run_rounds, timed_threads
+from timing import (
+    Lane,
+    check,
+    core_build,
+    cyclic_garbage,
+    expect_rejection,
+    run_rounds,
+    timed_threads,
+)
 
 SUITES = ("algs", "algs-extra", "sizes", "secrets", "reject", "keysource", "threads", "memory")
 REJECTIONS = ("tampered", "wrong_key", "expired", "wrong_aud", "malformed", "unknown_kid")
@@ -97,7 +105,7 @@ def meta() -> dict:
         info["grelmicro_core_source_hash"] = grelmicro_core.SOURCE_HASH
         # A profile-guided build or not: the figures depend on it.
         if "grelmicro-core" in versions:
-            versions["grelmicro-core"] += f" (PGO {getattr(grelmicro_core, 'PGO', '?')})"
+            versions["grelmicro-core"] += f" ({core_build(grelmicro_core)})"
     info["grelmicro_layer"] = lanes_mod.layer_available() or "available"
     return info
 
