@@ -185,6 +185,9 @@ class Slot:
         """
         if snapshot.generation <= self.snapshot.generation:
             return False
+        # Every store below writes the core before the snapshot: readers take
+        # the snapshot first (verify_until), so a refusal is never charged to
+        # a snapshot newer than the keys that gave it.
         key_set = snapshot.key_set
         if key_set is None:
             dropped = self.core is not None
@@ -218,8 +221,11 @@ class Slot:
             return self.core.verify_until(token, now)  # type: ignore[union-attr]
         self._catch_up(source)
         arrived = self.timer()
-        core = self.core
+        # The snapshot first, then the core: adopt() stores the core first, so
+        # a core older than the snapshot read with it is never seen (a newer
+        # one can be: its refusals then count as the older snapshot's).
         snapshot = self.snapshot
+        core = self.core
         if core is None or not snapshot.serves(arrived):
             return drive_sync(self.steps(token, now, arrived, None), token)
         if arrived >= source.refresh_at:
@@ -311,7 +317,8 @@ class Slot:
             if refused is not None and self.snapshot is not refused_by:
                 refused = None  # newer keys than the ones that refused: ask them
             if refused is None:
-                core, snapshot = self.core, self.snapshot
+                snapshot = self.snapshot  # then the core (see verify_until)
+                core = self.core
                 if core is None or not snapshot.serves(self.timer()):
                     if snapshot.key_set is not None:
                         source.check_bound()  # past the bound: withdrawn (said once)
