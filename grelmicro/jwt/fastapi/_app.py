@@ -83,9 +83,7 @@ def _escaped_handler(bearer: Bearer) -> Any:
         if isinstance(exc, TokenRejectedError):
             error = challenges.invalid_token(exc.reason)
         elif isinstance(exc, KeysUnavailableError):
-            error = challenges.unavailable(
-                exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait
-            )
+            error = challenges.keys_unavailable(exc)
         else:  # pragma: no cover - registered for those two only
             raise exc
         if isinstance(connection, WebSocket):

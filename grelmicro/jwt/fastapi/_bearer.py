@@ -186,9 +186,7 @@ class JWTBearer(SecurityBase):
             except TokenRejectedError as exc:
                 raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
             except KeysUnavailableError as exc:
-                raise self.challenges.unavailable(
-                    exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait
-                ) from None
+                raise self.challenges.keys_unavailable(exc) from None
             if self.bindings or "cnf" in claims:
                 await self._check_binding(connection, presentation, claims)
             if security_scopes.scopes or self._required_roles or self._required_tenants:
@@ -237,9 +235,7 @@ class JWTBearer(SecurityBase):
         except TokenRejectedError as exc:
             raise self.challenges.invalid_token(exc.reason, scheme) from None
         except KeysUnavailableError as exc:
-            raise self.challenges.unavailable(
-                exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait
-            ) from None
+            raise self.challenges.keys_unavailable(exc) from None
         return claims
 
     async def _check_binding(

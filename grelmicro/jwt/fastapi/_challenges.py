@@ -263,6 +263,10 @@ class Challenges:
             headers={"Retry-After": str(seconds)},
         )
 
+    def keys_unavailable(self, exc: KeysUnavailableError) -> BearerError:
+        """The 503 of a verifier's :class:`KeysUnavailableError` (reason, detail, time, wait)."""
+        return self.unavailable(exc.reason, exc.detail, retry_after=exc.retry_after, wait=exc.wait)
+
     def unavailable(
         self,
         reason: str = KeysUnavailableError.reason,
