@@ -234,6 +234,10 @@ class Fetcher:
 
     # -- the drivers ---------------------------------------------------------------
 
+    def can_fetch_sync(self) -> bool:
+        """Whether :meth:`fetch_sync` has a client (a user's ``AsyncClient`` alone: no)."""
+        return self._clients.can_sync()
+
     def fetch_sync(self, *, rediscover: bool = True) -> Fetched:
         """Run the steps in this thread; raises :class:`FetchError` (:class:`NoClientError`)."""
         client = self._clients.sync()

@@ -52,6 +52,9 @@ class KeySourceHealth:
             (the discovery document names another issuer...), or None. Not
             an outage: retrying cannot fix it.
         generation: the generation of the key snapshot serving now.
+        retry_after: while not ready, seconds until the next fetch attempt
+            (what ``/ready`` sends as ``Retry-After``); None when ready or
+            when no attempt will come (closed).
     """
 
     ready: bool
@@ -68,6 +71,7 @@ class KeySourceHealth:
     skipped_keys: tuple[tuple[str | None, str], ...] = ()
     config_error: str | None = None
     generation: int = 0
+    retry_after: float | None = None
 
     @classmethod
     def combine(cls, parts: list[KeySourceHealth], static_keys: int) -> KeySourceHealth:
@@ -94,6 +98,10 @@ class KeySourceHealth:
             sources=tuple(parts),
             skipped_keys=tuple(skip for p in parts for skip in p.skipped_keys),
             config_error="; ".join(config) if config else None,
+            retry_after=max(
+                (p.retry_after for p in parts if not p.ready and p.retry_after is not None),
+                default=None,
+            ),
         )
 
     @property

@@ -79,6 +79,14 @@ class FetchOptions:
             conditional, so an unchanged JWKS costs a 304.
         unknown_kid_interval: the window of ``unknown_kid_budget``, in
             seconds; ``None`` takes ``cooldown``.
+        key_wait: the longest a request waits for keys it needs (not loaded
+            yet, or a new ``kid``), in seconds from its arrival, and for one
+            fetch at most: past it, 503 with ``Retry-After`` while the fetch
+            goes on in the background (the next request after it lands is
+            served). ``0`` never waits.
+        max_waiters: how many requests may wait for one source's fetch at
+            once; beyond it a request is answered 503 at once (a slow
+            provider and a flood of invented kids hold no more than this).
         timer: the monotonic clock every fetch decision runs on (default
             ``time.monotonic``; tests pass a fake one). The verifier's
             ``clock=`` is for claims only: a wall-clock step changes nothing
@@ -99,6 +107,8 @@ class FetchOptions:
     log_interval: float = 60.0
     unknown_kid_budget: int = 1
     unknown_kid_interval: float | None = 1.0
+    key_wait: float = 1.0
+    max_waiters: int = 256
     timer: Callable[[], float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +123,7 @@ class FetchOptions:
             "cooldown",
             "log_interval",
             "unknown_kid_interval",
+            "key_wait",
         ):
             value = getattr(self, name)
             if value is None and name == "unknown_kid_interval":
@@ -133,6 +144,7 @@ class FetchOptions:
             ("max_response_size", 64, 1 << 26),
             ("max_keys", 1, 10_000),
             ("unknown_kid_budget", 1, 10_000),
+            ("max_waiters", 0, 1 << 20),
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -344,6 +356,10 @@ class Clients:
         self._own_sync: httpx.Client | None = None
         self._own_async: httpx.AsyncClient | None = None
         self._lock = threading.Lock()
+
+    def can_sync(self) -> bool:
+        """Whether :meth:`sync` gives a client (without opening one)."""
+        return self._user is None or isinstance(self._user, httpx.Client)
 
     def sync(self) -> httpx.Client | None:
         """A sync client, or None when the user gave only an async one."""

@@ -39,7 +39,8 @@ from grelmicro.jwt._health import KeySourceHealth, Waiting
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions
 from grelmicro.jwt._keystate import KeyState
 from grelmicro.jwt._schedule import Decision
-from grelmicro.jwt._snapshot import Flight, Snapshot, Wait
+from grelmicro.jwt._snapshot import Flight, KeyWait, Parking, Snapshot
+from grelmicro.jwt._steps import on_event_loop
 
 __all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
 
@@ -80,6 +81,8 @@ class KeySource(KeyState):
             emit=self.observers.emit,
         )
         self._flight: Flight | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop start() ran on
+        self.parking = Parking(options.max_waiters)
         self._tasks: set[asyncio.Task[None]] = set()
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
@@ -120,62 +123,114 @@ class KeySource(KeyState):
         """When keys are next due, on the monotonic clock (read past a cache miss)."""
         return self.schedule.refresh_at
 
-    # -- single flight -----------------------------------------------------------
+    # -- single flight, owned by the source ---------------------------------------
 
-    def need(self, why: str) -> Wait | Decision:
-        """Join the fetch in flight, or start one if the schedule allows.
+    def need(self, why: str, until: float | None = None) -> KeyWait | Decision:
+        """Join the fetch in flight, or start one if the schedule allows; wait until ``until``.
 
         ``why`` is ``keys`` (load or refresh) or ``unknown-kid`` (a token
-        names a kid the keys lack). Returns the
-        :class:`Wait` to hand to a driver, or the schedule's refusal (why
-        not, and when a fetch may start).
+        names a kid the keys lack); ``until`` (monotonic) is when the
+        caller stops waiting (its arrival plus ``key_wait``). The fetch runs
+        on this source's runner (:meth:`_launch`), never in the caller:
+        the :class:`KeyWait` returned only waits. A flight past its deadline
+        (its runner never ran it, or it hangs) is abandoned and replaced.
+        Returns the schedule's refusal (why not, and when) when no fetch
+        may start, and ``no-sync-client`` when nothing here could run one
+        (no pace spent).
         """
         now = self.timer()
+        flight, started = self._flight_for(why, now)
+        if isinstance(flight, Decision):
+            return flight
+        if started:
+            self._launch(flight)
+        limit = now + self.options.key_wait if until is None else until
+        return KeyWait(flight, limit, self.timer, self._lock, self.parking)
+
+    def kick(self, why: str) -> Decision | None:
+        """Start a fetch if one may start (nobody waits for it); None when one runs now."""
+        flight, started = self._flight_for(why, self.timer())
+        if isinstance(flight, Decision):
+            return flight
+        if started:
+            self._launch(flight)
+        return None
+
+    def _flight_for(self, why: str, now: float) -> tuple[Flight | Decision, bool]:
+        """The flight to wait for (and whether it is new), or why there is none."""
         with self._lock:
             if self._closed:
-                return Decision(fetch=False, why="backoff", at=math.inf)
+                return Decision(fetch=False, why="backoff", at=math.inf), False
             flight = self._flight
-            if flight is not None:
-                return self._wait(flight, leader=False)
+            if flight is not None and now < flight.deadline:
+                return flight, False
+            abandoned = flight
+            if self._runner() is None:
+                return Decision(fetch=False, why="no-sync-client", at=math.inf), False
             decision = self.schedule.may_fetch(now, unknown_kid=why == "unknown-kid")
             if not decision.fetch:
-                return decision
-            self.schedule.started(now, decision)
-            flight = self._flight = Flight(now, decision.why)
-            return self._wait(flight, leader=True)
-
-    def _wait(self, flight: Flight, *, leader: bool) -> Wait:
-        return Wait(
-            flight,
-            leader,
-            self._run_sync,
-            self._run_async,
-            self._run_on_loop,
-            self._lock,
-            self.options.wait_limit(),
-        )
+                self._flight = None
+                result: tuple[Flight | Decision, bool] = (decision, False)
+            else:
+                self.schedule.started(now, decision)
+                deadline = now + self.options.wait_limit()
+                flight = self._flight = Flight(now, decision.why, deadline)
+                result = (flight, True)
+        if abandoned is not None:
+            abandoned.finish(self._lock)  # its waiters stop waiting for a runner that is gone
+        return result
 
     def refresh_background(self) -> None:
         """Start a load or refresh if one may start, without waiting for it."""
-        wait = self.need("keys")
-        if isinstance(wait, Wait) and wait.leader:
-            wait.flight.running = True
-            self._run_detached(wait.flight)
+        self.kick("keys")
 
-    def _run_detached(self, flight: Flight) -> None:
-        """Run ``flight`` on this thread's event loop, else on a library thread."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+    def _runner(self) -> str | None:
+        """Where a fetch would run now: ``loop`` (the source's own), ``thread``, ``here``.
+
+        The loop ``start()`` ran on first, while it runs; else a library
+        thread when a sync client is at hand; else this thread's running loop
+        (an async client only). None: nothing here can fetch (a sync caller
+        and only an ``AsyncClient``, with no loop of the source's running).
+        """
+        loop = self._loop
+        if loop is not None and loop.is_running() and not loop.is_closed():
+            return "loop"
+        if self.fetcher.can_fetch_sync():
+            return "thread"
+        if on_event_loop():
+            return "here"
+        return None
+
+    def _launch(self, flight: Flight) -> None:
+        """Run ``flight`` on the source's runner; the caller does not wait here."""
+        flight.running = True
+        runner = self._runner()
+        if runner == "loop":
+            loop = self._loop
+            assert loop is not None  # noqa: S101 - _runner said so
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: the deadline replaces it
+                # The task is created on the loop itself: a loop that closes
+                # first leaves no coroutine behind, only a flight past its deadline.
+                loop.call_soon_threadsafe(self._start_task, flight)
+                return
+            runner = "thread" if self.fetcher.can_fetch_sync() else None
+        if runner == "here":
+            self._start_task(flight)
+            return
+        if runner == "thread":
             thread = _lifecycle.spawn(lambda: self._run_sync(flight), "grelmicro-jwks")
             if thread is None:  # the interpreter exits
                 self._end(flight)
             else:
                 self._threads.add(thread)
             return
-        self._run_on_loop(flight)
+        self._end(flight)
 
-    def _run_on_loop(self, flight: Flight) -> None:
+    def _start_task(self, flight: Flight) -> None:
+        """On the runner's loop: the fetch as a task of its own (no request's task)."""
+        if self._closed:
+            self._end(flight)
+            return
         task = asyncio.get_running_loop().create_task(self._run_async(flight))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -184,9 +239,8 @@ class KeySource(KeyState):
         try:
             if self._closed:
                 return
-            rediscover = flight.why != "unknown-kid"
             try:
-                fetched: Fetched | FetchError = self.fetcher.fetch_sync(rediscover=rediscover)
+                fetched: Fetched | FetchError = self.fetcher.fetch_sync(rediscover=True)
             except FetchError as exc:
                 fetched = exc
             self._outcome(flight, fetched)
@@ -200,11 +254,8 @@ class KeySource(KeyState):
         try:
             if self._closed:
                 return
-            rediscover = flight.why != "unknown-kid"
             try:
-                fetched: Fetched | FetchError = await self.fetcher.fetch_async(
-                    rediscover=rediscover
-                )
+                fetched: Fetched | FetchError = await self.fetcher.fetch_async(rediscover=True)
             except FetchError as exc:
                 fetched = exc
             self._outcome(flight, fetched)
@@ -244,10 +295,12 @@ class KeySource(KeyState):
     async def start(self) -> None:
         """Load keys now (a failure is logged, not raised) and keep them fresh."""
         self._closed = False
+        if self._loop is None or self._loop.is_closed() or not self._loop.is_running():
+            self._loop = asyncio.get_running_loop()  # fetches run here from now on
         if self.snapshot.key_set is None:
-            wait = self.need("keys")
-            if isinstance(wait, Wait):
-                await wait.wait_async()
+            wait = self.need("keys", until=math.inf)
+            if isinstance(wait, KeyWait):
+                await wait.flight.wait_async(self._lock, self.options.wait_limit())
         if self._background is None or self._background.done():
             self._background = asyncio.get_running_loop().create_task(self._keep_fresh())
 
@@ -259,9 +312,9 @@ class KeySource(KeyState):
             await asyncio.sleep(min(max(wake - now, 0.05), self.options.max_ttl))
             try:
                 if self.timer() >= self.schedule.refresh_at:
-                    wait = self.need("keys")
-                    if isinstance(wait, Wait):
-                        await wait.wait_async()
+                    wait = self.need("keys", until=math.inf)
+                    if isinstance(wait, KeyWait):
+                        await wait.flight.wait_async(self._lock, self.options.wait_limit())
                 self.check_bound()
             except Exception as exc:  # noqa: BLE001 - logged; the refresh keeps going
                 self._emit(
@@ -284,7 +337,9 @@ class KeySource(KeyState):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._background = None
-        self.close()
+        self._loop = None
+        # Fetch threads are joined off the loop: a join here would stall every request.
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """No more fetches; join (bounded) the fetch threads running now."""
@@ -315,6 +370,8 @@ class KeySource(KeyState):
         self._threads = set()
         self._tasks = set()
         self._background = None
+        self._loop = None
+        self.parking.after_fork()
         self.waiting = Waiting(self.observers.emit, self.options.log_interval)
         if self.snapshot.key_set is not None:
             self._watch_bound(self.snapshot)
@@ -325,8 +382,16 @@ class KeySource(KeyState):
         snapshot = self.snapshot
         key_set = snapshot.key_set
         wall = self.wall()
+        ready = snapshot.serves(now)
+        retry = None
+        if not ready and not self._closed:
+            retry = max(self.schedule.next_attempt(now), 0.0)
+            flight = self._flight
+            if flight is not None:  # a fetch runs: it answers at its deadline at the latest
+                retry = min(max(retry, 0.0), max(flight.deadline - now, 0.0))
         return KeySourceHealth(
-            ready=snapshot.serves(now),
+            ready=ready,
+            retry_after=retry,
             last_success=self.last_success,
             last_failure=self.last_failure,
             last_error=self.last_error,

@@ -45,6 +45,7 @@ class KeyState:
         self.timer = timer
         self.wall = wall
         self.snapshot: Snapshot = EMPTY
+        self._subscribers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._closed = False
         self.waiting = Waiting(self.observers.emit, options.log_interval)
@@ -79,6 +80,28 @@ class KeyState:
         """Withdraw at the bound even if only cache hits come (the source's lifecycle)."""
         raise NotImplementedError
 
+    def on_publish(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after each new snapshot, holding no lock (the route rebuilds).
+
+        It runs before the events that tell of the change: a log handler or
+        an observer never stands between a fetch and what serves.
+        """
+        self._subscribers.append(callback)
+
+    def _published(self) -> None:
+        for callback in self._subscribers:
+            try:
+                callback()
+            except Exception as exc:  # noqa: BLE001, PERF203 - the next miss rebuilds; said here
+                self._emit(
+                    "keys.internal_error",
+                    logging.ERROR,
+                    "JWKS %s: installing new keys failed (%s); the next request retries",
+                    self.name,
+                    type(exc).__name__,
+                    error=type(exc).__name__,
+                )
+
     def _emit(self, name: str, level: int, message: str, *args: object, **fields: object) -> None:
         self.observers.emit(Event(name, self.source, level, message, args, fields))
 
@@ -89,15 +112,15 @@ class KeyState:
             return  # the interpreter or the verifier is closing: install nothing
         if isinstance(fetched, NoClientError):
             return  # not the provider's failure: no backoff, no event
-        self._fetch_event(flight, fetched)
         if isinstance(fetched, FetchError):
+            self._fetch_event(flight, fetched)
             self._failed(fetched)
             return
         now = self.timer()
         ttl = ttl_of(fetched.headers, self.options, time.time())
         spread = random.random()  # noqa: S311 - spread, not secrecy
         if fetched.key_set is None:
-            self._empty(flight, now, ttl, spread)
+            self._empty(flight, fetched, now, ttl, spread)
             return
         key_set = fetched.key_set
         with self._lock:
@@ -115,7 +138,9 @@ class KeyState:
             self._stale_logged_at, self._stale_unlogged = -math.inf, 0
             config_fixed, self.config_error = self.config_error, None
         self.last_success = self.wall()
+        self._published()  # the route first: events come after what they tell of serves
         self._watch_bound(snapshot)
+        self._fetch_event(flight, fetched)
         kids = {(key.fingerprint, key.kid) for key in key_set.keys}
         before = set() if held is None else {(k.fingerprint, k.kid) for k in held.keys}
         changed = kids != before
@@ -179,7 +204,9 @@ class KeyState:
         self.snapshot = snapshot
         return snapshot
 
-    def _empty(self, flight: Flight, now: float, ttl: float, spread: float) -> None:
+    def _empty(
+        self, flight: Flight, fetched: Fetched, now: float, ttl: float, spread: float
+    ) -> None:
         """A well-formed empty key list: withdraws the keys when seen twice in a row."""
         with self._lock:
             outcome = self.schedule.succeeded(
@@ -193,6 +220,9 @@ class KeyState:
             )
             snapshot = self._publish(None, "empty-key-list") if publish else None
         self.last_success = self.wall()
+        if snapshot is not None:
+            self._published()
+        self._fetch_event(flight, fetched)
         if snapshot is None or held is None:
             kept = outcome == "empty-kept"
             self._emit(
@@ -273,6 +303,7 @@ class KeyState:
                 return
             self.schedule.withdrawn()
             snapshot = self._publish(None, "max-stale")
+        self._published()
         self._withdrawn_event(snapshot, "max-stale", len(held.key_set))
 
     def _withdrawn_event(self, snapshot: Snapshot, cause: str, keys_before: int) -> None:
@@ -316,13 +347,14 @@ class KeyState:
     # -- 503s -------------------------------------------------------------------------
 
     def unavailable(  # noqa: PLR0912 - one branch per wait and per detail
-        self, decision: Decision | None, *, unknown_kid: bool
+        self, decision: Decision | None, *, unknown_kid: bool, full: bool = False
     ) -> KeysUnavailableError:
         """The 503 for a token that cannot be answered now, saying why and when to retry.
 
-        ``decision`` is the schedule's refusal (None: a fetch ran and did not
-        answer in time). A token naming a kid the keys lack, while keys are
-        held and the provider is not failing, gets :class:`KeyPendingError`
+        ``decision`` is the schedule's refusal (None: a fetch runs and did not
+        answer within ``key_wait``; ``full``: too many requests wait for it
+        already). A token naming a kid the keys lack, while keys are held
+        and the provider is not failing, gets :class:`KeyPendingError`
         (``key-pending``): junk traffic, not an outage.
         """
         now = self.timer()
@@ -332,8 +364,13 @@ class KeyState:
             why = "closed"
         elif self.config_error is not None:
             why = "config"
+        elif full:
+            why = "waiters"
         elif decision is None:
             why = "fetch-in-flight"
+        elif decision.why == "no-sync-client":
+            why = "no-sync-client"
+            wait = FIRST_RETRY
         elif self._failing:
             why = "provider-failing"
         elif decision.why == "budget":
@@ -345,6 +382,13 @@ class KeyState:
         )
         if self.config_error is not None:
             detail = self.config_error
+        elif why == "no-sync-client":
+            detail = (
+                "only an AsyncClient was given and no event loop of this verifier runs"
+                " (await verifier.start() in the app's lifespan, or use verify_async)"
+            )
+        elif why == "waiters":
+            detail = "too many requests wait for the keys already"
         elif snapshot.cause == "empty-key-list":
             detail = "the provider publishes no keys"
         elif pending:

@@ -6,13 +6,15 @@ token goes to the issuer its (unverified) ``iss`` names, so a key of one
 issuer can never verify a token claiming another; an ``iss`` nobody
 configured is refused before any network call.
 
-A slot with network keys derives its core verifier from its source's
-snapshot (:mod:`grelmicro.jwt._snapshot`): :meth:`KeyRouter.derive` reads
-the source's current snapshot and installs it only if its generation is
-newer than the slot's (compare-and-swap under the router's lock), so the
-newest snapshot wins whatever order the news comes in. A source's event
-triggers it (keys refreshed or withdrawn: cached results of removed keys
-go at once); a miss that finds a newer snapshot pulls it too.
+What serves is one value, the :class:`Route`: for every slot a
+:class:`SlotKeys` (a snapshot and the core verifier built from it, or the
+reason there is none), built by a pure function (:func:`derive`) from the
+policy and the sources' snapshots and installed whole by one
+compare-and-swap (:meth:`KeyRouter.rebuild`). A source asks for a rebuild
+right after it publishes (holding no lock, before its events); a miss that
+finds a newer snapshot rebuilds too. Keys that serve none of the allowed
+algorithms are a state of their own (``fault``): tokens are refused and
+health says why; the older core is never kept beside the newer snapshot.
 
 The verifier's cache calls ``router.verify_until(token, now)`` on a miss
 only, so a cache hit costs what it costs with static keys. A miss whose
@@ -26,11 +28,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import json
 import logging
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,20 +44,26 @@ from grelmicro.jwt import _core
 from grelmicro.jwt._events import Event
 from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import Clients
-from grelmicro.jwt._jwks import CHANGES, KeySource
+from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import key_identity
 from grelmicro.jwt._schedule import Decision
-from grelmicro.jwt._snapshot import EMPTY, Snapshot
+from grelmicro.jwt._snapshot import EMPTY, FULL, Snapshot
 from grelmicro.jwt._steps import Result, Steps, drive_sync
 from grelmicro.jwt.errors import KeysUnavailableError
 
-__all__ = ["KeyRouter", "Precheck", "Slot", "TemplateRoute", "unverified_claims", "worth_refetch"]
+__all__ = [
+    "KeyRouter",
+    "Precheck",
+    "Route",
+    "Slot",
+    "SlotKeys",
+    "TemplateRoute",
+    "derive",
+    "unverified_claims",
+    "worth_refetch",
+]
 
 logger = logging.getLogger("grelmicro.jwt")
-
-#: Fetch rounds one token may take part in before the router answers 503:
-#: a load, the fetch in flight it joined, and one of its own.
-_ROUNDS = 4
 
 
 def worth_refetch(
@@ -136,20 +147,105 @@ def unverified_claims(token: str | bytes, limit: int) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+@dataclass(frozen=True)
+class SlotKeys:
+    """What one issuer serves with: a snapshot and what was built from it, whole.
+
+    ``core`` is the core verifier built from ``snapshot``'s keys, or None:
+    no keys (``snapshot.cause`` says why) or keys none of which serves the
+    allowed algorithms (``fault`` says so: a configuration fault, not an
+    outage). A new snapshot is never paired with an older core.
+    """
+
+    snapshot: Snapshot
+    core: _core.Verifier | None
+    keys: tuple[_core.Key, ...] = ()
+    fault: str | None = None
+
+    def serves(self, now: float) -> bool:
+        """The core may verify tokens at monotonic time ``now``."""
+        return self.core is not None and self.snapshot.serves(now)
+
+    def refusal(self, token: str | bytes, max_token_size: int) -> _core.CoreError:
+        """What keys that serve no allowed algorithm answer ``token`` (no core to ask).
+
+        A ``kid`` the document names: ``algorithm`` (that key is not for
+        an allowed algorithm); any other: ``unknown-key``, as a core would.
+        """
+        kid = None
+        with contextlib.suppress(_core.CoreError):
+            kid = _core.unverified_header(token, max_token_size=max_token_size).get("kid")
+        if isinstance(kid, str) and any(key.kid == kid for key in self.keys):
+            return _core.CoreError(
+                "algorithm", "the key this token names serves no allowed algorithm"
+            )
+        return _core.CoreError("unknown-key", "no key matches the token's kid")
+
+
+NO_KEYS = SlotKeys(EMPTY, None)
+
+
+def derive(
+    policy: _core.Policy, allowed: frozenset[str], snapshot: Snapshot, held: SlotKeys
+) -> SlotKeys:
+    """What ``snapshot`` serves under ``policy`` (pure; ``held``'s core kept for the same keys)."""
+    key_set = snapshot.key_set
+    if key_set is None:
+        return SlotKeys(snapshot, None)
+    keys = tuple(key_set.keys)
+    if held.core is not None and key_identity(keys) == key_identity(held.keys):
+        return SlotKeys(snapshot, held.core, held.keys)
+    try:
+        core = _core.Verifier(key_set, policy)
+    except _core.CoreError:
+        offered = sorted({key.algorithm for key in keys if key.algorithm})
+        fault = "no key serves {}; the provider offers {}".format(
+            ", ".join(sorted(allowed)) or "the allowed algorithms",
+            ", ".join(offered) or "no key for them",
+        )
+        return SlotKeys(snapshot, None, keys, fault)
+    return SlotKeys(snapshot, core, keys)
+
+
+def drops_cache(held: SlotKeys, new: SlotKeys) -> bool:
+    """Whether cached results of ``held`` must go when ``new`` serves instead.
+
+    The same keys change nothing; added keys keep the cache unless they
+    change which key a cached token selects (the core's
+    ``Verifier.keeps_cache_of``); removed keys, none, or a core that
+    cannot be built drop it.
+    """
+    if held.core is None or new.core is held.core:
+        return False
+    return new.core is None or not new.core.keeps_cache_of(held.core)
+
+
+@dataclass(frozen=True)
+class Route:
+    """What serves now, for every issuer: installed whole, read whole.
+
+    ``keys[slot.index]`` is each slot's :class:`SlotKeys`; ``epoch`` counts
+    the routes that dropped the cache (a verified result is only ever
+    stored in the cache of its epoch).
+    """
+
+    keys: tuple[SlotKeys, ...]
+    epoch: int = 0
+
+
 class Slot:
-    """One issuer's current core verifier, and where its keys come from."""
+    """One issuer: its policy, where its keys come from, and its place in the route."""
 
     __slots__ = (
-        "core",
-        "keys",
+        "index",
         "max_token_size",
         "name",
         "policy",
         "precheck",
         "refetch_algorithms",
         "router",
-        "snapshot",
         "source",
+        "static",
         "timer",
     )
 
@@ -167,47 +263,25 @@ class Slot:
         self.name = name
         self.policy = policy
         self.source = source
-        self.core = core
-        self.keys: tuple[_core.Key, ...] = ()
-        self.snapshot: Snapshot = EMPTY
+        self.static = None if core is None else SlotKeys(EMPTY, core)
+        self.index = 0
         self.refetch_algorithms = refetch_algorithms
         self.max_token_size = max_token_size
         self.precheck = precheck
         self.router: KeyRouter | None = None
         self.timer: Callable[[], float] = time.monotonic if source is None else source.timer
 
-    def adopt(self, snapshot: Snapshot) -> bool:
-        """Install ``snapshot`` if newer than the one held; True when cached results must go.
+    @property
+    def keys(self) -> SlotKeys:
+        """What this slot serves with now (the installed route's entry)."""
+        if self.router is None:
+            return self.static or NO_KEYS
+        return self.router.route.keys[self.index]
 
-        The same keys change nothing; added keys keep the cache unless they
-        change which key a cached token selects; removed keys (or none)
-        drop it. The rule is the core's ``Verifier.keeps_cache_of``.
-        """
-        if snapshot.generation <= self.snapshot.generation:
-            return False
-        # Every store below writes the core before the snapshot: readers take
-        # the snapshot first (verify_until), so a refusal is never charged to
-        # a snapshot newer than the keys that gave it.
-        key_set = snapshot.key_set
-        if key_set is None:
-            dropped = self.core is not None
-            self.core, self.keys, self.snapshot = None, (), snapshot
-            return dropped
-        keys = tuple(key_set.keys)
-        if self.core is not None and key_identity(keys) == key_identity(self.keys):
-            self.snapshot = snapshot
-            return False
-        try:
-            core = _core.Verifier(key_set, self.policy)
-        except _core.CoreError as exc:
-            self.snapshot = snapshot  # not tried again for every miss
-            logger.error(  # noqa: TRY400 - the core error says it all; no traceback
-                "issuer %s: new keys not installed: %s", self.name, exc.args[1]
-            )
-            return False
-        drop = self.core is not None and not core.keeps_cache_of(self.core)
-        self.core, self.keys, self.snapshot = core, keys, snapshot
-        return drop
+    @property
+    def core(self) -> _core.Verifier | None:
+        """The core verifier serving now, if any."""
+        return self.keys.core
 
     def verify_until(self, token: str | bytes, now: float) -> Result:
         """The engine call of a miss: ``(payload, valid_until)``, or the refusal.
@@ -218,27 +292,23 @@ class Slot:
         """
         source = self.source
         if source is None:
-            return self.core.verify_until(token, now)  # type: ignore[union-attr]
-        self._catch_up(source)
+            return self.static.core.verify_until(token, now)  # type: ignore[union-attr]
+        held = self._current(source)
         arrived = self.timer()
-        # The snapshot first, then the core: adopt() stores the core first, so
-        # a core older than the snapshot read with it is never seen (a newer
-        # one can be: its refusals then count as the older snapshot's).
-        snapshot = self.snapshot
-        core = self.core
-        if core is None or not snapshot.serves(arrived):
-            return drive_sync(self.steps(token, now, arrived, None), token)
+        core = held.core
+        if core is None or not held.snapshot.serves(arrived):
+            return drive_sync(self.steps(token, now, arrived, None), token, now)
         if arrived >= source.refresh_at:
-            if arrived >= snapshot.expires_at:
+            if arrived >= held.snapshot.expires_at:
                 source.note_stale_use(arrived)
             source.refresh_background()
         try:
             payload, until = core.verify_until(token, now)
         except _core.CoreError as exc:
-            if not self._worth_refetch(exc.args[0], token):
+            if not self._worth_refetch(exc.args[0], token, held):
                 raise
-            return drive_sync(self.steps(token, now, arrived, exc, snapshot), token)
-        return payload, _capped(until, now, arrived, snapshot)
+            return drive_sync(self.steps(token, now, arrived, exc, held.snapshot), token, now)
+        return payload, _capped(until, now, arrived, held.snapshot)
 
     def steps(
         self,
@@ -252,8 +322,8 @@ class Slot:
 
         ``keys.answered_after_wait`` (DEBUG) says how the token ended
         (``accepted``, ``refused`` with its reason, ``unavailable``), after
-        how many waits and how long after it arrived: a rotation that ends
-        200 is one accepted verification, never a refusal.
+        how long: a rotation that ends 200 is one accepted verification,
+        never a refusal.
         """
         inner = self._steps(token, now, arrived, refused, refused_by)
         waits = 0
@@ -261,8 +331,7 @@ class Slot:
             wait = next(inner)
             while True:
                 waits += 1
-                yield wait
-                wait = inner.send(None)
+                wait = inner.send((yield wait))
         except StopIteration as done:
             if waits:
                 self._answered(arrived, waits, "accepted", None)
@@ -291,7 +360,7 @@ class Slot:
             )
         )
 
-    def _steps(
+    def _steps(  # noqa: PLR0912 - the one place the miss path is written
         self,
         token: str | bytes,
         now: float,
@@ -301,65 +370,86 @@ class Slot:
     ) -> Steps:
         """The miss path that may wait for keys (see :mod:`grelmicro.jwt._steps`).
 
-        ``arrived``: when the miss started (monotonic), taken once.
-        ``refused``: the refusal the keys of ``refused_by`` gave, if the
-        caller already asked them. Only that refusal decides: when newer
-        keys were installed meanwhile (a refresh that ended between the
-        caller's check and this step), they are asked first. A kid absent
-        from a document whose fetch started after ``arrived`` is final
-        (401 ``unknown-key``); before that, one fetch (single flight, paced)
-        or a 503 that says why and when.
+        ``arrived``: when the miss started (monotonic), taken once; the
+        token waits at most ``key_wait`` from then, and for one fetch at
+        most. ``refused``: the refusal the keys of ``refused_by`` gave, if
+        the caller already asked them. Only that refusal decides: newer
+        keys installed meanwhile are asked first. A kid absent from a
+        document whose fetch started after ``arrived`` is final (401
+        ``unknown-key``); otherwise one wait for a fetch (single flight,
+        paced), then a 503 that says why and when, while the fetch goes on.
         """
         source = self.source
         assert source is not None  # noqa: S101 - only network slots take steps
-        for _ in range(_ROUNDS):
-            self._catch_up(source)
-            if refused is not None and self.snapshot is not refused_by:
+        until = arrived + source.options.key_wait
+        waited: str | None = None
+        while True:
+            held = self._current(source)
+            if refused is not None and held.snapshot is not refused_by:
                 refused = None  # newer keys than the ones that refused: ask them
             if refused is None:
-                snapshot = self.snapshot  # then the core (see verify_until)
-                core = self.core
-                if core is None or not snapshot.serves(self.timer()):
-                    if snapshot.key_set is not None:
+                if not held.snapshot.serves(self.timer()):
+                    if held.snapshot.key_set is not None:
                         source.check_bound()  # past the bound: withdrawn (said once)
-                    wait = source.need("keys")
+                    if waited is not None:
+                        raise self._unanswered(source, "keys", waited, unknown_kid=False)
+                    wait = source.need("keys", until)
                     if isinstance(wait, Decision):
                         raise source.unavailable(wait, unknown_kid=False)
-                    yield wait
+                    waited = yield wait
                     continue
-                try:
-                    payload, until = core.verify_until(token, now)
-                except _core.CoreError as exc:
-                    if not self._worth_refetch(exc.args[0], token):
-                        raise
-                    refused, refused_by = exc, snapshot
+                if held.core is None:  # keys, none for an allowed algorithm
+                    refused, refused_by = held.refusal(token, self.max_token_size), held.snapshot
+                    if not self._worth_refetch(refused.args[0], token, held):
+                        raise refused
                 else:
-                    return payload, _capped(until, now, self.timer(), snapshot)
+                    try:
+                        payload, valid = held.core.verify_until(token, now)
+                    except _core.CoreError as exc:
+                        if not self._worth_refetch(exc.args[0], token, held):
+                            raise
+                        refused, refused_by = exc, held.snapshot
+                    else:
+                        return payload, _capped(valid, now, self.timer(), held.snapshot)
             if refused_by.key_set is not None and refused_by.fetched_at >= arrived:
                 raise _fresh(refused)  # keys fetched after the token arrived answered it
             early = None if self.precheck is None else self.precheck.refusal(token, now)
             if early is not None:
                 raise early
-            wait = source.need("unknown-kid")
+            if waited is not None:
+                raise self._unanswered(source, "unknown-kid", waited, unknown_kid=True)
+            wait = source.need("unknown-kid", until)
             if isinstance(wait, Decision):
                 raise source.unavailable(wait, unknown_kid=True)
-            yield wait
-            refused = None
-        raise source.unavailable(None, unknown_kid=True)
+            waited = yield wait
 
-    def _catch_up(self, source: KeySource) -> None:
-        """Install the source's newest snapshot here if this slot is behind it."""
-        if source.snapshot is not self.snapshot and self.router is not None:
-            self.router.derive(source)
+    @staticmethod
+    def _unanswered(
+        source: KeySource, why: str, waited: str, *, unknown_kid: bool
+    ) -> KeysUnavailableError:
+        """The 503 after the one wait: the next fetch starts now if it may (nobody waits)."""
+        if waited == FULL:
+            return source.unavailable(None, unknown_kid=unknown_kid, full=True)
+        return source.unavailable(source.kick(why), unknown_kid=unknown_kid)
 
-    def _worth_refetch(self, kind: str, token: str | bytes) -> bool:
+    def _current(self, source: KeySource) -> SlotKeys:
+        """This slot's entry of the route, rebuilt first if the source published since."""
+        router = self.router
+        assert router is not None  # noqa: S101 - network slots belong to a router
+        held = router.route.keys[self.index]
+        if source.snapshot is not held.snapshot:
+            router.rebuild()
+            held = router.route.keys[self.index]
+        return held
+
+    def _worth_refetch(self, kind: str, token: str | bytes, held: SlotKeys) -> bool:
         alg = kid = None
         if kind == "algorithm":
             with contextlib.suppress(_core.CoreError):
                 header = _core.unverified_header(token, max_token_size=self.max_token_size)
                 alg, kid = header.get("alg"), header.get("kid")
-        held = isinstance(kid, str) and any(key.kid == kid for key in self.keys)
-        return worth_refetch(kind, alg, self.refetch_algorithms, kid_held=held)
+        known = isinstance(kid, str) and any(key.kid == kid for key in held.keys)
+        return worth_refetch(kind, alg, self.refetch_algorithms, kid_held=known)
 
 
 def _capped(until: float | None, now: float, at: float, snapshot: Snapshot) -> float | None:
@@ -416,16 +506,22 @@ class KeyRouter:
     """
 
     __slots__ = (
+        "__weakref__",
         "_clients",
         "_lock",
         "_max_size",
         "_on_drop",
+        "_ordered",
         "_slots",
         "_static_keys",
         "_templates",
+        "route",
         "sources",
         "verify_until",
     )
+
+    #: What serves now: one value, replaced whole (:meth:`rebuild`).
+    route: Route
 
     #: The engine's ``verify_until(token, now) -> (payload, valid_until)``.
     verify_until: Callable[[str | bytes, float], Result]
@@ -448,10 +544,15 @@ class KeyRouter:
         self._static_keys = static_keys
         self._lock = threading.Lock()
         self._on_drop: Callable[[], None] | None = None
-        for slot in self._all_slots():
+        self._ordered = tuple(self._all_slots())
+        for index, slot in enumerate(self._ordered):
+            slot.index = index
             slot.router = self
+        self.route = Route(tuple(slot.static or NO_KEYS for slot in self._ordered))
+        ref = weakref.ref(self)
         for source in self.sources:
-            source.observers.add(self._observer(source))
+            source.on_publish(_rebuilder(ref))
+        _ROUTERS.add(self)
         if len(slots) == 1 and not templates:
             # One issuer: its policy checks iss; no routing needed.
             self.verify_until = next(iter(slots.values())).verify_until
@@ -463,23 +564,46 @@ class KeyRouter:
     def _all_slots(self) -> list[Slot]:
         return [*self._slots.values(), *(route.slot for route in self._templates)]
 
-    def _observer(self, source: KeySource) -> Callable[[Event], None]:
-        def changed(event: Event) -> None:
-            if event.name in CHANGES:
-                self.derive(source)
+    def rebuild(self) -> None:
+        """Build the route from the sources' newest snapshots; install it whole (CAS).
 
-        return changed
-
-    def derive(self, source: KeySource) -> None:
-        """Install ``source``'s newest snapshot in its slots (compare-and-swap on generation)."""
-        with self._lock:
-            snapshot = source.snapshot
+        Pure building (:func:`derive`) runs outside any lock; the one lock
+        is held only to compare the route it started from with the one
+        installed and swap (and, when keys were removed, to hand the
+        verifier a fresh cache in the same step). A rebuild that lost the
+        race builds again from the winner's route: the newest snapshot
+        always ends up installed, and never beside an older core.
+        """
+        while True:
+            held = self.route
+            entries: list[SlotKeys] = []
             drop = False
-            for slot in self._all_slots():
-                if slot.source is source:
-                    drop = slot.adopt(snapshot) or drop
-            if drop and self._on_drop is not None:
-                self._on_drop()
+            faults: list[tuple[Slot, SlotKeys]] = []
+            for slot, entry in zip(self._ordered, held.keys, strict=True):
+                source = slot.source
+                snapshot = None if source is None else source.snapshot
+                if snapshot is None or snapshot.generation <= entry.snapshot.generation:
+                    entries.append(entry)
+                    continue
+                fresh = derive(slot.policy, slot.refetch_algorithms, snapshot, entry)
+                drop = drop or drops_cache(entry, fresh)
+                if fresh.fault is not None and fresh.fault != entry.fault:
+                    faults.append((slot, fresh))
+                entries.append(fresh)
+            if len(entries) == len(held.keys) and all(
+                a is b for a, b in zip(entries, held.keys, strict=True)
+            ):
+                return
+            route = Route(tuple(entries), held.epoch + drop)
+            with self._lock:
+                if self.route is not held:
+                    continue  # another rebuild installed first: build on its route
+                self.route = route
+                if drop and self._on_drop is not None:
+                    self._on_drop()
+            for slot, fresh in faults:
+                _fault_event(slot, fresh)
+            return
 
     def _route(self, token: str | bytes, now: float) -> Result:
         issuer = _core.unverified_issuer(token, self._max_size)
@@ -493,16 +617,25 @@ class KeyRouter:
         return slot.verify_until(token, now)
 
     def on_removed(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (holding the router's lock) when keys were removed or withdrawn."""
+        """Call ``callback`` inside the route's swap when cached results must go.
+
+        It installs the verifier's fresh cache (a pointer swap in the core):
+        the route and its cache change in one step under the route's lock,
+        the only lock held, and nothing it calls takes another of ours.
+        """
         self._on_drop = callback
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (a parent's thread may have held it)."""
+        self._lock = threading.Lock()
 
     @property
     def algorithms(self) -> list[str]:
-        """Algorithms accepted now (by the keys loaded so far)."""
+        """Algorithms accepted now (by the keys the installed route serves with)."""
         names: set[str] = set()
-        for slot in self._all_slots():
-            if slot.core is not None:
-                names.update(slot.core.algorithms)
+        for entry in self.route.keys:
+            if entry.core is not None:
+                names.update(entry.core.algorithms)
         order = _core.algorithms()
         return sorted(names, key=order.index)
 
@@ -534,10 +667,76 @@ class KeyRouter:
         self._clients.close()
 
     def health(self) -> KeySourceHealth:
-        """Every source's health, combined."""
-        return KeySourceHealth.combine(
-            [source.health() for source in self.sources], self._static_keys
+        """Every source's health as the installed route serves it, combined.
+
+        Readiness is read from the route, not from the sources' newest
+        snapshots: a source whose keys serve no allowed algorithm is not
+        ready (a configuration fault), whatever it fetched.
+        """
+        route = self.route
+        parts = []
+        for source in self.sources:
+            health = source.health()
+            entries = [
+                entry
+                for slot, entry in zip(self._ordered, route.keys, strict=True)
+                if slot.source is source
+            ]
+            fault = next((e.fault for e in entries if e.fault is not None), None)
+            serves = bool(entries) and all(e.serves(source.timer()) for e in entries)
+            if fault is not None or serves != health.ready:
+                config = health.config_error
+                if fault is not None:
+                    config = fault if config is None else f"{config}; {fault}"
+                retry = health.retry_after
+                if not serves and retry is None:
+                    retry = max(source.schedule.next_attempt(source.timer()), 0.0)
+                health = dataclasses.replace(
+                    health, ready=serves, config_error=config, retry_after=None if serves else retry
+                )
+            parts.append(health)
+        return KeySourceHealth.combine(parts, self._static_keys)
+
+
+#: Every live router, for the fork hook (fresh locks in the child).
+_ROUTERS: weakref.WeakSet[KeyRouter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for router in list(_ROUTERS):
+        router.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _rebuilder(ref: weakref.ref[KeyRouter]) -> Callable[[], None]:
+    """What a source calls after it publishes: rebuild the route (held weakly)."""
+
+    def rebuild() -> None:
+        router = ref()
+        if router is not None:
+            router.rebuild()
+
+    return rebuild
+
+
+def _fault_event(slot: Slot, entry: SlotKeys) -> None:
+    """Said once per new fault, after the route that carries it is installed."""
+    source = slot.source
+    assert source is not None  # noqa: S101 - only network keys change
+    source.observers.emit(
+        Event(
+            "keys.not_served",
+            source.source,
+            logging.ERROR,
+            "issuer %s: the keys from %s are not used: %s; fix the configuration"
+            " (algorithms=) or the provider's keys; tokens are refused meanwhile",
+            (slot.name, source.name, entry.fault),
+            {"issuer": slot.name, "error": entry.fault, "generation": entry.snapshot.generation},
         )
+    )
 
 
 def static_slot(name: str, policy: _core.Policy, key_set: _core.KeySet) -> Slot:

@@ -20,8 +20,9 @@ Why a fetch starts, and what paces it:
   ``unknown_kid_interval / unknown_kid_budget`` seconds for each source (the
   pace: about one a second by default), and at most ``unknown_kid_budget``
   successful ones per ``unknown_kid_interval``. A failed fetch never spends
-  the budget; the pace alone spaces attempts while the provider fails, so a
-  key published during an outage is fetched within a pace of its return.
+  the budget; while the provider fails, unknown-kid fetches wait out the
+  same backoff as refreshes (a flood of invented kids adds no load to a
+  provider in trouble).
 
 A provider's ``Retry-After`` (on a 429 or 503) holds every kind of fetch
 back, within ``cooldown``.
@@ -62,6 +63,7 @@ Why = Literal[
     "fresh",  # the keys held are recent enough
     "backoff",  # the last fetch failed (or the provider asked to wait); wait
     "budget",  # unknown-kid fetches paced or spent for this interval
+    "no-sync-client",  # nothing here can fetch (a sync caller, only an AsyncClient)
 ]
 
 
@@ -146,7 +148,7 @@ class Schedule:
         """
         return self.has_keys and self.fetched_at >= arrived
 
-    def may_fetch(self, now: float, *, unknown_kid: bool = False) -> Decision:
+    def may_fetch(self, now: float, *, unknown_kid: bool = False) -> Decision:  # noqa: PLR0911
         """Whether a fetch may start now (and why, or when one may).
 
         ``unknown_kid``: asked for by a token naming a kid the keys lack;
@@ -155,6 +157,9 @@ class Schedule:
         if now < self.provider_wait:
             return Decision(fetch=False, why="backoff", at=self.provider_wait)
         if unknown_kid and self.has_keys:
+            if self.failures and now < self.retry_at:
+                # The provider fails: unknown kids wait out the backoff too.
+                return Decision(fetch=False, why="backoff", at=self.retry_at)
             return self._kid_budget(now)
         if now < self.retry_at:
             return Decision(fetch=False, why="backoff", at=self.retry_at)
@@ -179,6 +184,10 @@ class Schedule:
         if now < paced:
             return Decision(fetch=False, why="budget", at=paced)
         return Decision(fetch=True, why="unknown-kid", at=now)
+
+    def next_attempt(self, now: float) -> float:
+        """Seconds from ``now`` until the next load or refresh may start (0: now)."""
+        return max(self.provider_wait, self.retry_at, self.refresh_at, now) - now
 
     # -- events ---------------------------------------------------------------
 

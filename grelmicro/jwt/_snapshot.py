@@ -9,9 +9,15 @@ generation is newer than what it holds, so the newest snapshot always
 wins, withdrawal included, whatever order the news arrives in.
 
 A :class:`Flight` is one fetch in progress: threads and asyncio tasks that
-need it wait on it together (single flight). A :class:`Wait` is what a
-verification step asks its driver to do: run the flight (the leader) or
-wait for it.
+need it wait on it together (single flight). It has a deadline: a flight
+whose runner never ran it (a loop closed first) or never ended is replaced
+by the next request that needs keys. A :class:`KeyWait` is what a
+verification step asks its driver to do: wait for the flight, at most as
+long as the token may still wait (``key_wait`` from its arrival). The
+fetch itself belongs to its key source (it runs on the source's loop or a
+library thread): a waiter runs nothing, and cancelling one cancels nothing
+else. :class:`Wait` is the older shape where the first caller runs the work
+(the tenant lookups still use it).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 
 from grelmicro.jwt import _core
 
-__all__ = ["EMPTY", "Flight", "Snapshot", "Wait"]
+__all__ = ["EMPTY", "Flight", "KeyWait", "Parking", "Snapshot", "Wait"]
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,11 @@ class Flight:
     it brings carries as ``fetched_at``.
     """
 
-    __slots__ = ("done", "running", "started", "started_ns", "waiters", "why")
+    __slots__ = ("deadline", "done", "running", "started", "started_ns", "waiters", "why")
 
-    def __init__(self, started: float, why: str) -> None:
+    def __init__(self, started: float, why: str, deadline: float = math.inf) -> None:
         self.started = started
+        self.deadline = deadline  # past it, the flight is abandoned and replaced
         self.started_ns = time.time_ns()  # for a trace span, after the fact
         self.why = why
         self.done = threading.Event()
@@ -90,16 +97,26 @@ class Flight:
                 loop.call_soon_threadsafe(_wake, future)
 
     async def wait_async(self, lock: threading.Lock, limit: float) -> None:
-        """Wait for the end without blocking the event loop (at most ``limit`` seconds)."""
+        """Wait for the end without blocking the event loop (at most ``limit`` seconds).
+
+        Cancelling the caller cancels its wait only: the future it waits on
+        is shielded and the fetch runs elsewhere.
+        """
+        if limit <= 0:
+            return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with lock:
             if self.done.is_set():
                 return
             self.waiters.append((loop, future))
-        # asyncio.TimeoutError is not the built-in TimeoutError before 3.11.
-        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(future), limit)
+        try:
+            # asyncio.TimeoutError is not the built-in TimeoutError before 3.11.
+            with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), limit)
+        finally:
+            with lock, contextlib.suppress(ValueError):
+                self.waiters.remove((loop, future))
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -145,3 +162,85 @@ class Wait:
             await self.run_async(self.flight)
         else:
             await self.flight.wait_async(self.lock, self.limit)
+
+
+class Parking:
+    """How many requests wait for a source's fetches now, within a bound."""
+
+    __slots__ = ("_lock", "bound", "count")
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        """Take a place; False when every place is taken (answer at once instead)."""
+        with self._lock:
+            if self.count >= self.bound:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        """Give the place back."""
+        with self._lock:
+            self.count -= 1
+
+    def after_fork(self) -> None:
+        """In a forked child: nobody waits, fresh lock."""
+        self._lock = threading.Lock()
+        self.count = 0
+
+
+#: What a driver sends back into the steps after a :class:`KeyWait`.
+WAITED = "waited"  # the flight ended (or the wait's time ran out: see ``flight.done``)
+FULL = "full"  # every waiting place was taken: nobody waited
+
+
+@dataclass(frozen=True)
+class KeyWait:
+    """A step's request to its driver: wait for ``flight`` until ``until`` (monotonic).
+
+    The fetch already runs on its source's runner; whoever waits only
+    waits, for at most what is left of the token's ``key_wait``.
+    ``parking`` bounds how many wait at once: beyond it, the driver does
+    not wait and the step answers 503 at once.
+    """
+
+    flight: Flight
+    until: float
+    timer: Callable[[], float]
+    lock: threading.Lock
+    parking: Parking
+
+    def remaining(self) -> float:
+        """Seconds this request may still wait."""
+        return max(self.until - self.timer(), 0.0)
+
+    def block(self) -> str:
+        """The sync driver: wait in this thread."""
+        if self.flight.done.is_set():
+            return WAITED
+        if not self.parking.enter():
+            return FULL
+        try:
+            self.flight.done.wait(self.remaining())
+        finally:
+            self.parking.leave()
+        return WAITED
+
+    def hand_to_loop(self) -> None:
+        """A sync caller on an event loop: nothing to hand over (the source runs the fetch)."""
+
+    async def wait_async(self) -> str:
+        """The async driver: wait on this loop without blocking it."""
+        if self.flight.done.is_set():
+            return WAITED
+        if not self.parking.enter():
+            return FULL
+        try:
+            await self.flight.wait_async(self.lock, self.remaining())
+        finally:
+            self.parking.leave()
+        return WAITED

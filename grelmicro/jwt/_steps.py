@@ -4,13 +4,14 @@ A cache miss whose keys come from the network may need a fetch before it
 has its answer: keys not loaded yet, or a token naming a ``kid`` the keys
 held may predate. The key router writes that path once, as a generator
 (:meth:`grelmicro.jwt._router.Slot.steps`) that yields a
-:class:`~grelmicro.jwt._snapshot.Wait` ("get this fetch done") and returns
-the engine's answer, or raises the refusal. Two drivers run it:
+:class:`~grelmicro.jwt._snapshot.KeyWait` ("wait for this fetch, at most
+this long") and returns the engine's answer, or raises the refusal. The
+fetch runs on its key source's runner, never in a driver: a driver only
+waits, and sends back into the steps how the wait ended. Two drivers run it:
 
-- :func:`drive_sync` in the caller's thread: the leader of a fetch runs it
-  there, others wait for it. On a thread running an event loop it must
-  not block: it starts the fetch on that loop and raises :class:`Pending`,
-  a 503 that carries the suspended steps.
+- :func:`drive_sync` in the caller's thread, which waits there. On a
+  thread running an event loop it must not block: it raises
+  :class:`Pending`, a 503 that carries the suspended steps.
 - :func:`drive_async` on an event loop: ``verify_async`` and the FastAPI
   dependency finish a :class:`Pending` with it (``await pending.finish()``).
 
@@ -24,14 +25,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
-from grelmicro.jwt._snapshot import Wait
+from grelmicro.jwt._snapshot import KeyWait, Wait
 from grelmicro.jwt.errors import KeysUnavailableError
 
 __all__ = ["Pending", "Result", "Steps", "drive_async", "drive_sync", "on_event_loop"]
 
 #: The engine's answer: ``(payload, valid_until)``.
 Result = tuple[Any, "float | None"]
-Steps = Generator[Wait, None, Result]
+Steps = Generator["Wait | KeyWait", "str | None", Result]
 
 
 class Pending(KeysUnavailableError):  # noqa: N818 - a step of the flow, not a failure
@@ -43,18 +44,27 @@ class Pending(KeysUnavailableError):  # noqa: N818 - a step of the flow, not a f
     raises the final refusal; a caller that cannot await gets a plain 503.
     """
 
-    def __init__(self, steps: Steps, wait: Wait, token: str | bytes) -> None:
+    def __init__(self, steps: Steps, wait: Wait, token: str | bytes, now: float) -> None:
         super().__init__("the keys this token needs are being fetched")
-        self.token = token  # for the outcome's report; never in a message
+        self.token = token  # for the outcome's report and the cache; never in a message
+        self.now = now  # the claims time the steps check against
+        self.cache: Any = None  # the TokenCache the token came through (bind)
         self.steps = steps
         self.first = wait
         self.retry_after = 1.0
         self.wait = "fetch-in-flight"
         self._finish: Callable[[Pending], Awaitable[Any]] | None = None
 
-    def bind(self, finish: Callable[[Pending], Awaitable[Any]]) -> None:
-        """How the verifier finishes it: drive, build the claims, report once."""
+    def bind(self, finish: Callable[[Pending], Awaitable[Any]], cache: Any = None) -> None:
+        """How the verifier finishes it: drive, build the claims, store them, report once.
+
+        ``cache`` is where the answer is kept: the cache the token came
+        through, taken before any wait. The route it is read from is as new
+        as that cache or newer, so an answer never lands in a cache that
+        newer keys than its own emptied (a replaced cache just drops it).
+        """
         self._finish = finish
+        self.cache = cache
 
     async def finish(self) -> Any:
         """Wait for the fetch and return the claims (or raise the final refusal)."""
@@ -72,16 +82,15 @@ def on_event_loop() -> bool:
     return True
 
 
-def drive_sync(steps: Steps, token: str | bytes) -> Result:
+def drive_sync(steps: Steps, token: str | bytes, now: float = 0.0) -> Result:
     """Run ``steps`` in this thread (see the module docstring)."""
     try:
         wait = next(steps)
         while True:
             if on_event_loop():
                 wait.hand_to_loop()
-                raise Pending(steps, wait, token)
-            wait.block()
-            wait = steps.send(None)
+                raise Pending(steps, wait, token, now)
+            wait = steps.send(wait.block())
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
@@ -90,7 +99,6 @@ async def drive_async(steps: Steps, wait: Wait) -> Result:
     """Run ``steps`` on this event loop, from ``wait`` on."""
     try:
         while True:
-            await wait.wait_async()
-            wait = steps.send(None)
+            wait = steps.send(await wait.wait_async())
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -54,8 +54,18 @@ __all__ = ["CacheInfo", "JWTVerifier", "VerifyFunction"]
 
 logger = logging.getLogger("grelmicro.jwt")
 
-#: Serialises key installation (rare) so concurrent rotations never interleave.
+#: Serialises rotate() of keys given in code (rare). Network keys never take
+#: it: their route changes under the router's own lock.
 _ROTATION = threading.Lock()
+
+
+def _fresh_rotation_lock() -> None:
+    global _ROTATION  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
+    _ROTATION = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_rotation_lock)
 
 Clock = Callable[[], float]
 
@@ -151,6 +161,7 @@ def _refusal(
     hook: RejectHook | None,
     clock: Clock,
     finish: Callable[[Pending], Any] | None = None,
+    cache_of: Callable[[], TokenCache | None] | None = None,
 ) -> Callable[[BaseException, object], NoReturn]:
     """What ``verify`` raises instead of a failure of the core call.
 
@@ -162,7 +173,9 @@ def _refusal(
 
     def refuse(error: BaseException, now: object) -> NoReturn:
         if isinstance(error, Pending) and finish is not None:
-            error.bind(finish)  # verify_async and the FastAPI dependency finish it
+            # verify_async and the FastAPI dependency finish it; its answer goes
+            # to the cache the token came through (taken now, before any wait).
+            error.bind(finish, None if cache_of is None else cache_of())
             raise error
         if isinstance(error, _core.CoreError):
             # Raised straight from here, never kept in a local: a local would
@@ -201,6 +214,17 @@ def _finisher(verifier: JWTVerifier) -> Callable[[Pending], Any]:
         return await target._finish(pending)
 
     return finish
+
+
+def _cache_of(verifier: JWTVerifier) -> Callable[[], TokenCache | None]:
+    """The verifier's current cache (held weakly)."""
+    ref = weakref.ref(verifier)
+
+    def cache() -> TokenCache | None:
+        target = ref()
+        return None if target is None else target._cache
+
+    return cache
 
 
 def _weak_call(verifier: JWTVerifier, method: Callable[[JWTVerifier], None]) -> Callable[[], None]:
@@ -569,7 +593,9 @@ class JWTVerifier:
                 _core.VerifyCall(
                     route,
                     clock=self._clock,
-                    refuse=_refusal(self._hook, self._clock, _finisher(self)),
+                    refuse=_refusal(
+                        self._hook, self._clock, _finisher(self), _cache_of(self)
+                    ),
                     signature=_SIGNATURE,
                 ),
             )
@@ -607,14 +633,17 @@ class JWTVerifier:
     # -- keys from the network: engine, lifecycle, health -----------------
 
     def _install_engine(self, router: KeyRouter) -> None:
-        """Build ``verify`` around the key router, with a fresh cache."""
-        with _ROTATION:
-            self._activate(router, None)
+        """Build ``verify`` around the key router, with a fresh cache (at construction)."""
+        self._activate(router, None)
 
     def _drop_cache(self) -> None:
-        """A refresh withdrew a key: no cached result may outlive it."""
+        """A new route removed keys: no cached result may outlive them.
+
+        Called by the router inside its route swap (its lock, the only one
+        held): the route and the fresh cache change in one step.
+        """
         if self._router is not None:
-            self._install_engine(self._router)
+            self._activate(self._router, None)
 
     async def verify_async(self, token: Token, /, *, now: float | None = None) -> Claims:
         """Asynchronous :meth:`verify`; may await the key fetch the token needs.
@@ -644,7 +673,11 @@ class JWTVerifier:
             pending.steps.close()
         if telemetry is not None:
             telemetry.accepted(pending.token, result)
-        return Claims(result[0])
+        claims = Claims(result[0])
+        if pending.cache is not None:
+            # Stored like any miss: the next request with this token is a hit.
+            pending.cache.store(pending.token, claims, result[0], result[1], pending.now)
+        return claims
 
     def _key_sources(self) -> tuple[KeySource, ...]:
         """The network key sources (for ``fastapi/``, ``otel`` and tests; empty: static)."""

@@ -347,7 +347,7 @@ def test_a_refresh_that_ends_before_the_miss_step_is_asked_not_its_predecessor(
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     assert verifier._router is not None
     (slot,) = verifier._router._slots.values()
-    old = slot.snapshot
+    old = slot.keys.snapshot
     second = private_key("RS256", kid="k1b", seed=13)
     token = mint(second)
     clock.now += 101
@@ -358,9 +358,8 @@ def test_a_refresh_that_ends_before_the_miss_step_is_asked_not_its_predecessor(
     server.set(JWKS, jwks_of(k1, second), headers={"Cache-Control": "max-age=100"})
     only_source(verifier).refresh_background()
     settle(verifier)
-    verifier._router.derive(only_source(verifier))
-    assert slot.snapshot is not old
-    assert slot.snapshot.fetched_at >= arrived
+    assert slot.keys.snapshot is not old  # the source installed its route on publishing
+    assert slot.keys.snapshot.fetched_at >= arrived
     steps = slot.steps(token, clock(), arrived, refused.value, old)
     payload, _ = drive_sync(steps, token)
     assert payload["sub"] == "user-1"
@@ -484,6 +483,10 @@ def test_no_keys_at_start_is_a_503_never_a_401(
         verifier.verify(mint(k1))
     assert not isinstance(caught.value, TokenRejectedError)
     assert caught.value.__cause__ is None
+    flight = only_source(verifier).in_flight()
+    if flight is not None:  # slower than key_wait (drip): 503 now, the fetch goes on
+        assert caught.value.wait == "fetch-in-flight"
+        assert flight.done.wait(10)
     health = verifier.health()
     assert (health.ready, health.failure_count) == (False, 1)
     assert FAULT_ERRORS[fault] in (health.last_error or "")

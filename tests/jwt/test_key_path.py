@@ -274,20 +274,29 @@ def test_a_forward_step_of_the_verifiers_clock_does_not_withdraw_keys(
 def test_failed_fetches_never_spend_the_unknown_kid_budget(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    """A key published during an outage waited a whole budget after the provider returned."""
+    """A key published during an outage waited a whole budget after the provider returned.
+
+    While the provider fails, unknown kids wait out the failure backoff like
+    refreshes do (a junk flood adds nothing to a provider in trouble); once
+    it has passed, the new key is one fetch away, not a spent budget away.
+    """
     mono = Mono()
     server.set(JWKS, jwks_of(k1))
     verifier = verifier_over(server, mono)
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     server.set(JWKS, "down", status=503)
     junk = [private_key("ES256", kid=f"junk{i}", seed=80 + i) for i in range(5)]
-    for key in junk:  # a flood of invented kids during the outage, one a pace apart
+    fetches = server.hits[JWKS]
+    for key in junk:  # a flood of invented kids during the outage
         mono.now += 1.0
-        with pytest.raises(KeysUnavailableError):
+        with pytest.raises(KeysUnavailableError) as raised:
             verifier.verify(mint(key))
+        assert raised.value.wait in ("provider-failing", "backoff")
         assert verifier.verify(mint(k1))["sub"] == "user-1"  # held keys answer throughout
+    # 1 s, then 2 s of backoff: three fetches in five seconds, not five.
+    assert server.hits[JWKS] - fetches == 3
     server.set(JWKS, jwks_of(k1, k2))  # the provider returns with a new key
-    mono.now += 1.0
+    mono.now += 4.0  # past the backoff (4 s after the third failure)
     assert verifier.verify(mint(k2))["sub"] == "user-1"
 
 

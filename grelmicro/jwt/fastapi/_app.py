@@ -9,6 +9,7 @@ methods of the same names.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -113,9 +114,14 @@ async def readiness(bearer: Bearer) -> JSONResponse:
             body["problem"] = problem
     if body["ready"]:
         return JSONResponse(body)
-    return JSONResponse(
-        body, status_code=503, headers={"Retry-After": str(bearer.challenges.retry_after)}
+    # The real time to the next fetch attempt, when the verifier knows it.
+    retry = getattr(state, "retry_after", None) if health is not None else None
+    seconds = (
+        max(1, math.ceil(retry))
+        if isinstance(retry, (int, float)) and math.isfinite(retry)
+        else bearer.challenges.retry_after
     )
+    return JSONResponse(body, status_code=503, headers={"Retry-After": str(seconds)})
 
 
 # -- the Depends(verifier.verify) mistake ------------------------------------
