@@ -425,13 +425,26 @@ class TenantRoute:
         try:
             payload, until = self.slot.verify_until(token, now)
         except Pending as pending:  # keys fetched on the event loop: check what they verify
-            pending.steps = self._then_bound(pending.steps, now, tenant)
+            steps = self._then_bound(pending.steps, now, tenant)
+            next(steps)  # to where the suspended steps wait: the driver resumes both
+            pending.steps = steps
             raise
         return self._bound(payload, until, now, tenant)
 
     def _then_bound(self, steps: Steps, now: float, tenant: str) -> Steps:
-        """``steps`` (suspended at their first wait), then the checks of :meth:`_bound`."""
-        payload, until = yield from steps
+        """``steps`` (suspended at their first wait), then the checks of :meth:`_bound`.
+
+        Primed by one ``next()`` (its first yield stands for the wait the
+        steps are suspended at); every later send resumes ``steps``.
+        """
+        sent = yield None  # type: ignore[misc]
+        try:
+            wait = steps.send(sent)
+            while True:
+                sent = yield wait
+                wait = steps.send(sent)
+        except StopIteration as done:
+            payload, until = done.value
         return self._bound(payload, until, now, tenant)
 
     def _steps(self, token: str | bytes, now: float, tenant: str) -> Steps:

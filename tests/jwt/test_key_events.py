@@ -21,7 +21,7 @@ from support import FakeClock, timed
 
 from grelmicro.jwt import JWTVerifier, KeysUnavailableError, UnknownKeyError
 from grelmicro.jwt._jwks import KeySource
-from grelmicro.jwt._snapshot import Wait
+from grelmicro.jwt._snapshot import KeyWait
 
 JWKS = "/jwks.json"
 AUD = "https://api.example.com"
@@ -73,11 +73,11 @@ def settle(verifier: JWTVerifier) -> None:
 
 
 def refresh(source: KeySource) -> None:
-    """One load or refresh, run in this thread; the schedule must allow it now."""
+    """One load or refresh, started now and waited for; the schedule must allow it now."""
+    assert source.in_flight() is None
     wait = source.need("keys")
-    assert isinstance(wait, Wait), wait
-    assert wait.leader
-    wait.block()
+    assert isinstance(wait, KeyWait), wait
+    assert wait.flight.done.wait(10)
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:

@@ -317,11 +317,11 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
         audience=AUD,
     )
     assert verifier.verify(mint(k1, iss=issuer))["sub"] == "user-1"
-    # An unknown kid refetches the JWKS only, not the discovery document.
+    # An unknown kid re-reads discovery too (the jwks_uri may have moved).
     clock.now += 8
     with pytest.raises(UnknownKeyError):
         verifier.verify(mint(k1.with_kid("nobody"), iss=issuer))
-    assert (server.count(OIDC), server.count("/keys-1")) == (1, 2)
+    assert (server.count(OIDC), server.count("/keys-1")) == (2, 2)
     # The provider moves its keys; the scheduled refresh follows.
     server.set(OIDC, {"issuer": issuer, "jwks_uri": server.url("/keys-2")})
     server.set("/keys-2", jwks_of(k2), headers=headers)
@@ -329,7 +329,7 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     verifier.verify(mint(k1, iss=issuer, jti="due"))  # due: refreshes in a thread
     for source in verifier._key_sources():  # type: ignore[union-attr]
         source.join()
-    assert (server.count(OIDC), server.count("/keys-2")) == (2, 1)
+    assert (server.count(OIDC), server.count("/keys-2")) == (3, 1)
     assert verifier.verify(mint(k2, iss=issuer))["sub"] == "user-1"
     # A discovery document naming another issuer is refused each time.
     server.set(OIDC, {"issuer": "https://elsewhere.example/", "jwks_uri": server.url("/keys-1")})
@@ -345,6 +345,33 @@ def test_discovery_is_read_again_and_a_moved_jwks_uri_followed(
     assert f'configured "{issuer}"' in health.config_error
     assert health.ready  # the keys held serve until their bound
     assert verifier.verify(mint(k2, iss=issuer, jti="kept"))["sub"] == "user-1"
+    verifier.close()
+
+
+def test_a_key_published_only_at_a_moved_jwks_uri_is_found_by_the_unknown_kid_refetch(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    # The provider moves its jwks_uri while the old URL still serves the old
+    # set: a token of a key published only at the new URL was 401 unknown-key
+    # because the unknown-kid refetch re-read the old JWKS, not discovery.
+    issuer = server.url("/")
+    headers = {"Cache-Control": "max-age=100"}
+    server.set(OIDC, {"issuer": issuer, "jwks_uri": server.url("/keys-1")})
+    server.set("/keys-1", jwks_of(k1), headers=headers)
+    clock = FakeClock()
+    verifier = JWTVerifier(
+        discover=issuer,
+        allow_insecure_loopback=True,
+        fetch=timed(FAST, clock),
+        clock=clock,
+        audience=AUD,
+    )
+    assert verifier.verify(mint(k1, iss=issuer))["sub"] == "user-1"
+    server.set(OIDC, {"issuer": issuer, "jwks_uri": server.url("/keys-2")})
+    server.set("/keys-2", jwks_of(k1, k2), headers=headers)
+    clock.now += 8  # past the unknown-kid pace, long before the refresh
+    assert verifier.verify(mint(k2, iss=issuer))["sub"] == "user-1"
+    assert (server.count("/keys-1"), server.count("/keys-2")) == (1, 1)
     verifier.close()
 
 
@@ -392,7 +419,7 @@ class HeaderDrip:
 def test_a_server_dripping_headers_is_cut_at_the_total_timeout(k1: Signer) -> None:
     drip = HeaderDrip()
     try:
-        options = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1)
+        options = FetchOptions(connect_timeout=1, read_timeout=0.5, total_timeout=1, key_wait=5)
         verifier = JWTVerifier(
             jwks_url=drip.url,
             allow_insecure_loopback=True,
