@@ -1,19 +1,26 @@
 """Availability under provider faults, in real time: the figures of issue 31's "done when".
 
-    .venv/bin/python bench/availability.py            # every scenario (about 2 minutes)
+    .venv/bin/python bench/availability.py            # every scenario (about 2.5 minutes)
     .venv/bin/python bench/availability.py startup    # one: startup, rotation or outage
 
 An async app with ``await verifier.start()`` and default options, keys from
-a loopback JWKS server (the test suite's ``DocumentServer``), tokens made
-by the test suite's ``forge`` (``cryptography``: the dev venv has it).
+a loopback JWKS server (the test suite's ``DocumentServer``), tokens signed
+with the test suite's ``forge`` minting (ES256 keys: ``cryptography``). No
+pytest. It needs this tree's ``tests/`` folder, ``httpx``, ``cryptography``
+and grelmicro with its core built from this tree; the dev venv
+(``bash scripts/setup.sh``) has them all, and the script says what is
+missing and how to install it before it starts.
 
 - **startup**: the provider answers 503 for 20 s (then 45 s) from the
   start; when does the first verification succeed after it returns, and how
   many requests did it see meanwhile?
 - **rotation**: four tasks send invented ``kid`` values as fast as they
-  can; an unannounced key is published at a random moment; how long until
-  its token is accepted, and how many requests did the provider see? (five
-  runs)
+  can; an unannounced key is published at a random moment of a 10 s
+  window; how long until its token is accepted, and how many requests did
+  the provider see in the window: the measured rate, printed beside the
+  pace the options promise (``unknown_kid_budget`` per
+  ``unknown_kid_interval``: one a second by default; 10 s is ten paces, so
+  the rate is read to about one request in ten). Five runs.
 - **outage**: the same flood; the provider answers 503 for 15 s and a new
   key is published in the middle of it; do tokens of the held key keep
   verifying, and when is the new key accepted after the return?
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import random
 import sys
 import time
@@ -36,14 +44,75 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: What this script imports beyond the standard library and ``tests/``: module, package.
+NEEDS = (
+    ("grelmicro.jwt", "grelmicro"),
+    ("grelmicro_core", "grelmicro-core"),
+    ("httpx", "httpx"),
+    ("cryptography", "cryptography"),
+)
+#: Packages that come from this tree only: another project owns their names on PyPI.
+OURS = frozenset({"grelmicro", "grelmicro-core"})
+
+
+def require() -> None:
+    """Exit with what is missing and how to install it, before anything runs."""
+    missing = []
+    for module, package in NEEDS:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    if not missing:
+        return
+    lines = [f"bench/availability.py needs {', '.join(missing)}, not importable here."]
+    if OURS & set(missing):
+        lines.append(
+            "  grelmicro and grelmicro-core come from this tree, never from a package index "
+            "(another project owns those names): bash scripts/setup.sh (builds the core, "
+            "installs grelmicro[jwt] with pip install -e), then run .venv/bin/python."
+        )
+    if set(missing) - OURS:
+        lines.append(
+            "  The others, pinned, into the venv that has grelmicro from this tree: "
+            "python -m pip install -r scripts/requirements-dev.txt "
+            "(cryptography: also the grelmicro[testing] extra)."
+        )
+    print("\n".join(lines), file=sys.stderr)
+    raise SystemExit(2)
+
+
+require()
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "jwt")]
 
-from forge import NOW, Signer, private_key  # noqa: E402 - the test suite's token maker
+from forge import NOW, Signer, generate  # noqa: E402 - the test suite's token maker
 from servers import DocumentServer, jwks_of  # noqa: E402 - the test suite's JWKS server
 
-from grelmicro.jwt import JWTVerifier, KeysUnavailableError, TokenRejectedError  # noqa: E402
+from grelmicro.jwt import (  # noqa: E402
+    FetchOptions,
+    JWTVerifier,
+    KeysUnavailableError,
+    TokenRejectedError,
+)
 
 JWKS = "/jwks.json"
+#: The rotation scenario's window: long enough to count the unknown-kid pace (ten of them).
+WINDOW = 10.0
+
+
+def es256(kid: str) -> Signer:
+    """A fresh ES256 signer under ``kid`` (``cryptography``)."""
+    return Signer("ES256", generate("ES256"), kid, "JWT")
+
+
+def promised_rate() -> float:
+    """JWKS requests a second an unknown-kid flood may cause, by the default options."""
+    options = FetchOptions()
+    interval = (
+        options.cooldown if options.unknown_kid_interval is None else options.unknown_kid_interval
+    )
+    return options.unknown_kid_budget / interval if interval else float("inf")
 
 
 def mint(key: Signer, **claims: Any) -> str:
@@ -61,7 +130,7 @@ def verifier_over(server: DocumentServer) -> JWTVerifier:
 
 
 async def startup(down: float) -> str:
-    key = private_key("ES256", kid="k1", seed=3)
+    key = es256("k1")
     server = DocumentServer().start()
     server.set(JWKS, "down", status=503)
     verifier = verifier_over(server)
@@ -90,11 +159,11 @@ async def startup(down: float) -> str:
 
 
 async def flooded(outage: float) -> str:
-    k1, k2 = private_key("ES256", kid="k1", seed=3), private_key("ES256", kid="k2", seed=4)
+    k1, k2 = es256("k1"), es256("k2")
     server = DocumentServer().start()
     server.set(JWKS, jwks_of(k1))
     verifier = verifier_over(server)
-    junk = [mint(private_key("ES256", kid=f"junk{i}", seed=100 + i)) for i in range(20)]
+    junk = [mint(es256(f"junk{i}")) for i in range(20)]
     sent = 0
     stop = asyncio.Event()
 
@@ -109,7 +178,7 @@ async def flooded(outage: float) -> str:
     try:
         await verifier.start()
         tasks = [asyncio.create_task(flood()) for _ in range(4)]
-        await asyncio.sleep(2 + random.random())
+        await asyncio.sleep(1)  # the flood reaches its pace
         before, started, held_failed = server.count(JWKS), time.monotonic(), 0
         if outage:
             server.set(JWKS, "down", status=503)
@@ -121,6 +190,8 @@ async def flooded(outage: float) -> str:
                 except KeysUnavailableError:
                     held_failed += 1
                 await asyncio.sleep(0.02)
+        else:
+            await asyncio.sleep(2 + random.random() * (WINDOW - 5))  # a random moment
         server.set(JWKS, jwks_of(k1, k2))
         published = time.monotonic()
         while True:
@@ -129,7 +200,11 @@ async def flooded(outage: float) -> str:
                 break
             except KeysUnavailableError:
                 await asyncio.sleep(0.02)
-        took, span = time.monotonic() - published, time.monotonic() - started
+        took = time.monotonic() - published
+        if not outage:  # the flood goes on to the end of the window: the pace, counted
+            await asyncio.sleep(max(started + WINDOW - time.monotonic(), 0.0))
+        span = time.monotonic() - started
+        fetched = server.count(JWKS) - before
         stop.set()
         await asyncio.gather(*tasks)
     finally:
@@ -138,11 +213,11 @@ async def flooded(outage: float) -> str:
     what = "the provider's return" if outage else "publication"
     line = (
         f"new key accepted {took:.2f} s after {what}; {sent:,} invented-kid verifications; "
-        f"{server.count(JWKS) - before} JWKS requests in {span:.1f} s"
+        f"{fetched} JWKS requests in {span:.1f} s ({fetched / span:.2f}/s"
     )
     if outage:
-        return f"outage {outage:.0f} s: {line}; held-key tokens refused meanwhile: {held_failed}"
-    return f"rotation under a flood: {line}"
+        return f"outage {outage:.0f} s: {line}); held-key tokens refused meanwhile: {held_failed}"
+    return f"rotation under a flood: {line}, promised: at most {promised_rate():.2f}/s)"
 
 
 SCENARIOS: dict[str, Callable[[], list[Any]]] = {

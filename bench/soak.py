@@ -11,9 +11,11 @@ send valid, expired and forged tokens throughout.
 
 Every request is recorded; every 503 to a token the provider signed is
 classified (``bench/soak/judge.py``: key held, key installed while in
-flight, not yet published, provider failing, fetch in flight, budget,
-backoff) from the answer and from each worker's log of the library's
-``jwt_event`` records. The run fails on the rules of ``judge.judge``.
+flight, not yet published, then what the verifier states: keys withdrawn,
+provider failing, fetch in flight, budget, backoff... or an unknown wait)
+from the key's installs (each worker's ``jwt_event`` records) and the
+answer itself: the 503 body's ``wait`` and the worker's ``health()`` sent
+with it. The run fails on the rules of ``judge.judge``.
 
     python bench/soak.py                 # 300 s, writes docs/soak.md results + docs/img/soak.png
     python bench/soak.py --quick         # 60 s, writes bench/.work/soak/
@@ -368,7 +370,8 @@ class Load:
         self, http: httpx.AsyncClient, worker: str, kind: str, kid: str, token: str
     ) -> None:
         start = time.monotonic()
-        reason = said = retry_after = answered_by = ""
+        reason = said = retry_after = answered_by = wait = ""
+        health: dict[str, Any] | None = None
         try:
             answer = await http.get("/me", headers={"Authorization": f"Bearer {token}"})
             status = answer.status_code
@@ -379,6 +382,10 @@ class Load:
                     if status == 503:
                         extra = {k: v for k, v in body.items() if k not in PROBLEM}
                         said = json.dumps(extra, sort_keys=True) if extra else ""
+                        wait = str(body.get("wait") or "")
+            if status == 503:
+                with contextlib.suppress(ValueError):
+                    health = json.loads(answer.headers.get("x-soak-health", "null"))
             retry_after = answer.headers.get("retry-after", "")
             answered_by = answer.headers.get("x-soak-worker", "")
         except httpx.HTTPError as exc:
@@ -396,6 +403,8 @@ class Load:
                 retry_after=retry_after,
                 said=said,
                 answered_by=answered_by,
+                wait=wait,
+                health=health if isinstance(health, dict) else None,
             )
         )
 
@@ -632,8 +641,8 @@ def report(summary: dict[str, Any], plan: Schedule, picture: str | None) -> str:
         "",
         "503s to tokens the provider signed, by class (*late*: sent more than "
         f"{c['grace']:g} s after the key was published and in use and the provider up; "
-        "*said by the service*: the class comes from the 503's body or the worker's "
-        "log, not inferred):",
+        "*said by the service*: the class comes from the 503's `wait` member or the "
+        "worker's `health()` sent with it, not inferred):",
         "",
         summary["class_table"],
         "",
@@ -765,6 +774,11 @@ def draw(
         "fetch-in-flight": "#17becf",
         "budget": "#1f77b4",
         "backoff": "#ff7f0e",
+        "withdrawn": "#e377c2",
+        "key-pending": "#9edae5",
+        "config": "#8c564b",
+        "closed": "#7f7f7f",
+        "unknown-wait": "#bcbd22",
     }
     by_class: dict[str, list[int]] = {cls: [0] * seconds for cls in judge.CLASSES}
     late = [0] * seconds
@@ -806,7 +820,7 @@ def draw(
             xs,
             *(by_class[cls] for cls in shown),
             labels=[f"503: {judge.CLASSES[cls]}" for cls in shown],
-            colors=[shades_of[cls] for cls in shown],
+            colors=[shades_of.get(cls, "#7f7f7f") for cls in shown],
             step="post",
         )
     middle.step(xs, late, where="post", color="#000000", linewidth=1.2, label="late 503 (rule)")
@@ -1177,7 +1191,6 @@ def main() -> int:
         "modes": provider.modes(t0),
         "installs": facts.installs,
         "failing": facts.failing,
-        "waits": facts.waits,
     }
     (work / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     link = None

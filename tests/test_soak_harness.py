@@ -1,7 +1,10 @@
 """The soak harness can fail: its classes of refused valid tokens and its rules.
 
 ``bench/soak/judge.py`` is pure (records and log lines in, classes and failed
-rules out), so a table of made-up records pins what each class means. One
+rules out), so a table of made-up records pins what each class means: the
+key's installs come from the workers' key-state records, why a 503 was
+answered from the verifier (the body's ``wait``, the worker's ``health()``
+sent with the 503), never from log text. One
 short real run shows the whole harness failing on a service whose JWKS URL
 answers nothing (no key is ever loaded): a soak that cannot fail proves
 nothing. No test here asserts a speed.
@@ -9,7 +12,9 @@ nothing. No test here asserts a speed.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import json
 import math
 import socket
 import subprocess
@@ -18,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from grelmicro.jwt import KeySourceHealth
+
 ROOT = Path(__file__).resolve().parents[1]
 SOAK = ROOT / "bench" / "soak.py"
 
 
-def _load_judge():
-    spec = importlib.util.spec_from_file_location(
-        "soak_judge", ROOT / "bench" / "soak" / "judge.py"
-    )
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -34,7 +39,7 @@ def _load_judge():
     return module
 
 
-judge = _load_judge()
+judge = _load("soak_judge", ROOT / "bench" / "soak" / "judge.py")
 Record = judge.Record
 
 W1, W2 = "101", "202"
@@ -67,9 +72,16 @@ def facts():
     return judge.facts_from(EVENTS, PUBLISHED, MODES)
 
 
-def r503(t, kid, worker=W1, *, done=None, kind="valid", said=""):
-    return Record(t, t + 0.01 if done is None else done, worker, kind, kid, 503, said=said)
+def r503(t, kid, worker=W1, *, done=None, kind="valid", wait="", health=None):
+    done = t + 0.01 if done is None else done
+    return Record(t, done, worker, kind, kid, 503, wait=wait, health=health)
 
+
+#: ``health()`` fields as the worker sends them with a 503 (``X-Soak-Health``).
+SERVING = {"ready": True, "generation": 3, "key_count": 2, "last_success": 1.0e9}
+WITHDRAWN = {"ready": False, "generation": 4, "key_count": 0, "last_success": 1.0e9}
+NEVER_LOADED = {"ready": False, "generation": 0, "key_count": 0, "last_success": None}
+MISCONFIGURED = {**NEVER_LOADED, "config_error": "the discovery document names another issuer"}
 
 # (record, class, late)
 TABLE = [
@@ -82,9 +94,11 @@ TABLE = [
     (r503(20.4, "k2"), "budget", False),
     # Worker 202 never installs k2: past the grace with the provider up, late.
     (r503(23.0, "k2", W2), "budget", True),
-    # The service says why: its words win over the inference.
-    (r503(23.0, "k2", W2, said='{"wait": "fetch in flight"}'), "fetch-in-flight", True),
-    (r503(21.0, "k2", W2, said="next fetch after the backoff"), "backoff", False),
+    # The verifier says why (the body's wait): it wins over the inference.
+    (r503(23.0, "k2", W2, wait="fetch-in-flight"), "fetch-in-flight", True),
+    (r503(21.0, "k2", W2, wait="backoff", health=SERVING), "backoff", False),
+    (r503(21.0, "k2", W2, wait="key-pending", health=SERVING), "key-pending", False),
+    (r503(45.0, "k2", W2, wait="backoff", health=SERVING), "backoff", False),
     # Not published (yet, or ever): never late.
     (r503(10.0, "k2", W2, kind="early"), "unpublished", False),
     (r503(70.0, "k4"), "unpublished", False),
@@ -104,7 +118,81 @@ TABLE = [
 def test_classify_a_table_of_records(facts, record, cls, late):
     verdict = judge.classify(record, facts)
     assert (verdict.cls, verdict.late) == (cls, late)
-    assert verdict.stated == bool(record.said)
+    stated = cls not in ("held", "installed-in-flight", "unpublished") and bool(record.wait)
+    assert verdict.stated == stated
+    assert verdict.wait == record.wait
+
+
+# The verifier's state, with the provider failing (40-60 s) and k3 published at 50 s.
+# (wait, health, class)
+STATED = [
+    # Keys dropped at max_stale: whatever the wait, the worker held no key, by its health.
+    ("backoff", WITHDRAWN, "withdrawn"),
+    ("provider-failing", WITHDRAWN, "withdrawn"),
+    ("fetch-in-flight", WITHDRAWN, "withdrawn"),
+    ("", WITHDRAWN, "withdrawn"),
+    # Keys held (or never loaded): the wait names the class.
+    ("backoff", SERVING, "backoff"),
+    ("budget", SERVING, "budget"),
+    ("provider-failing", NEVER_LOADED, "provider-failing"),
+    ("backoff", NEVER_LOADED, "backoff"),
+    ("provider-failing", None, "provider-failing"),
+    # A configuration error, or a closed verifier: neither is an outage.
+    ("config", None, "config"),
+    ("provider-failing", MISCONFIGURED, "config"),
+    ("closed", WITHDRAWN, "closed"),
+    # A wait the harness does not know is its own class, whatever the health says.
+    ("waiters", WITHDRAWN, "unknown-wait"),
+    ("no-sync-client", SERVING, "unknown-wait"),
+    ("no-sync-client", None, "unknown-wait"),
+]
+
+
+@pytest.mark.parametrize(("wait", "health", "cls"), STATED)
+def test_the_verifiers_state_names_the_class(facts, wait, health, cls):
+    verdict = judge.classify(r503(55.0, "k3", W2, wait=wait, health=health), facts)
+    assert (verdict.cls, verdict.stated, verdict.wait) == (cls, True, wait)
+
+
+def test_keys_withdrawn_at_max_stale_are_not_a_provider_failure():
+    """max_stale 0: keys dropped at expiry, the provider failing, were "provider failing"."""
+    facts = judge.facts_from(
+        [
+            {"t": 0.0, "worker": W1, "jwt_event": "keys.loaded", "jwt_kids_added": ["k1"]},
+            {"t": 10.0, "worker": W1, "jwt_event": "keys.fetch_failed"},
+            {"t": 12.0, "worker": W1, "jwt_event": "keys.withdrawn", "jwt_cause": "max-stale"},
+        ],
+        {"k1": -5.0},
+        [(9.0, "5xx")],
+    )
+    dropped = r503(12.5, "k1", wait="backoff", health=WITHDRAWN)
+    verdict = judge.classify(dropped, facts)
+    assert (verdict.cls, verdict.stated, verdict.late) == ("withdrawn", True, False)
+    # The same 503 from a service that states nothing: inferred from the provider.
+    assert judge.classify(r503(12.5, "k1"), facts).cls == "provider-failing"
+
+
+def test_an_unknown_wait_is_never_another_class(facts):
+    """A new wait (no-sync-client, waiters) is counted and listed, not taken for another."""
+    records = [
+        r503(55.0, "k3", W2, wait="waiters", health=SERVING),
+        r503(10.0, "k2", W2, wait="waiters"),  # not yet published: still its own class
+        r503(5.0, "k1", wait="no-sync-client"),  # a held key: the rule fails, the wait is listed
+        r503(21.0, "k2", W2, wait="backoff"),
+    ]
+    verdicts = {i: judge.classify(r, facts) for i, r in enumerate(records)}
+    classes = [v.cls for v in verdicts.values()]
+    assert classes == ["unknown-wait", "unknown-wait", "held", "backoff"]
+    assert judge.unknown_waits(verdicts) == {"waiters": 2, "no-sync-client": 1}
+    table = judge.class_table(records, verdicts, [W1, W2])
+    assert "| unknown wait | 2 | 0 | 2 | 0 | 2 | 0 |" in table
+    assert "`waiters`: 2, `no-sync-client`: 1" in table
+
+
+def test_every_known_wait_has_a_class_and_every_class_a_row(facts):
+    assert set(judge.WAITS.values()) <= set(judge.CLASSES)
+    table = judge.class_table([], {}, [W1])
+    assert all(f"| {name} |" in table for name in judge.CLASSES.values())
 
 
 def test_an_announced_key_is_late_from_its_first_use():
@@ -126,7 +214,6 @@ def test_facts_from_the_workers_log_lines(facts):
     assert facts.installs[W1]["k3"] == [(61.5, math.inf)]
     assert "k2" not in facts.installs[W2]
     assert facts.failing == {W1: [(40.5, 61.5)]}
-    assert facts.waits == {}  # key-state events never state a wait
     assert facts.up_since(10.0) == -math.inf
     assert facts.up_since(50.0) is None
     assert facts.up_since(70.0) == 60.0
@@ -144,15 +231,18 @@ def test_withdrawal_and_replacement_end_a_key():
                 "jwt_kids_removed": ["b"],  # replaced under the same kid
             },
             {"t": 9.0, "worker": W1, "jwt_event": "keys.withdrawn", "jwt_cause": "max-stale"},
-            {"t": 9.5, "worker": W1, "jwt_event": "keys.unavailable", "jwt_wait": "budget"},
+            {"t": 9.5, "worker": W1, "jwt_event": "keys.waiting", "jwt_wait": "budget"},
         ],
         {"a": 0.0, "b": 0.0},
         [],
     )
     assert facts.installs[W1] == {"a": [(0.0, 9.0)], "b": [(0.0, 5.0), (5.0, 9.0)]}
-    # After the withdrawal the key is not held; the worker's own line names the wait.
+    # After the withdrawal the key is not held; a log line names no class (it is
+    # written once per log_interval): the answer's own health does.
     verdict = judge.classify(Record(9.4, 9.6, W1, "valid", "a", 503), facts)
-    assert (verdict.cls, verdict.stated, verdict.late) == ("budget", True, True)
+    assert (verdict.cls, verdict.stated, verdict.late) == ("budget", False, True)
+    said = Record(9.4, 9.6, W1, "valid", "a", 503, wait="budget", health=WITHDRAWN)
+    assert judge.classify(said, facts).cls == "withdrawn"
 
 
 def _rules(records, facts, workers=(W1, W2), duration=30.0):
@@ -197,6 +287,45 @@ def test_a_service_that_answers_503_to_everything_fails(facts):
     assert _rules(everything, facts) == ["held-key-503", "none-accepted"]
     table = judge.answers_table(everything)
     assert "| invalid | 1 | 0 | 0 | 1 | 0 |" in table
+
+
+def test_a_503_carries_the_verifiers_wait_and_health_to_the_record():
+    """The worker's middleware adds its health to a 503; the client reads it and the wait."""
+    pytest.importorskip("fastapi")
+    httpx = pytest.importorskip("httpx")
+    service = _load("soak_service", ROOT / "bench" / "soak" / "service.py")
+    driver = _load("soak_driver", SOAK)
+
+    class Withdrawn:
+        def health(self):
+            return KeySourceHealth(ready=False, last_success=1.0e9, generation=4)
+
+    async def refuse(scope, receive, send):
+        body = json.dumps({"status": 503, "reason": "keys-unavailable", "wait": "backoff"})
+        headers = [(b"content-type", b"application/problem+json")]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body.encode()})
+
+    app = service.SoakHeaders(refuse, Withdrawn())
+    load = driver.Load(None, ["http://w"], ["101"], 0.0, 0.0, 0, 1, 1)
+
+    async def one() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as http:
+            await load.send(http, "101", "valid", "k1", "token")
+
+    asyncio.run(one())
+    (record,) = load.results
+    assert (record.status, record.wait) == (503, "backoff")
+    assert record.health == {
+        "ready": False,
+        "generation": 4,
+        "key_count": 0,
+        "last_success": 1.0e9,
+        "last_error": None,
+        "config_error": None,
+    }
+    assert judge.stated_class(record) == "withdrawn"
 
 
 def _closed_port() -> int:

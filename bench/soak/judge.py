@@ -7,12 +7,18 @@ What goes in:
 
 - :class:`Record`: one request as the client saw it (sent and answered at,
   which worker it was sent to, token kind, ``kid``, status, the 503's
-  ``Retry-After`` and whatever its body says about the wait);
+  ``Retry-After``, the ``wait`` member of its problem body, and the
+  worker's ``health()`` read as that 503 was sent);
 - :class:`Facts`: what the rest of the run tells about the keys: when the
   provider published each ``kid``, when it was up, and, from each worker's
-  log lines (the library's ``jwt_event`` records, one JSON object a line),
-  when that worker installed and dropped each ``kid``, when it was in a run
-  of failed fetches, and any wait it named.
+  key-state records (the library's ``jwt_event`` log records, one JSON
+  object a line), when that worker installed and dropped each ``kid`` and
+  when it was in a run of failed fetches.
+
+Why a 503 was answered is read from the verifier itself (the ``wait`` of
+its :class:`~grelmicro.jwt.KeysUnavailableError` and its health), never
+from log text: the library logs a wait at most once per ``log_interval``,
+and a key dropped at ``max_stale`` is not a provider failure.
 
 What comes out: a :class:`Verdict` per 503 to a token the provider signed
 (``valid``, and ``early``: signed before its key is published), the failed
@@ -34,46 +40,34 @@ from typing import Any
 #: Token kinds signed by the provider's own key with the right claims.
 SIGNED = ("valid", "early")
 
-#: The classes of a 503 to a signed token, in the order they are tried.
+#: The classes of a 503 to a signed token, in the order of the report.
 CLASSES = {
     "held": "key held",
     "installed-in-flight": "key installed while in flight",
     "unpublished": "not yet published",
+    "withdrawn": "keys withdrawn",
     "provider-failing": "provider failing",
     "fetch-in-flight": "fetch in flight",
     "budget": "unknown-kid budget",
+    "key-pending": "key pending",
     "backoff": "backoff after failures",
+    "config": "configuration error",
+    "closed": "verifier closed",
+    "unknown-wait": "unknown wait",
 }
 
-#: The wait a 503 (or a worker's log line) names, by the words that name it.
-WAIT_WORDS = (
-    ("fetch-in-flight", ("in flight", "in-flight", "inflight", "in_flight")),
-    ("budget", ("budget",)),
-    ("backoff", ("backoff", "back off", "backing off", "back-off")),
-    ("provider-failing", ("provider failing", "provider-failing", "provider_failing", "failing")),
-)
-
-#: Key-state events of the library (docs/observability.md): never a statement of a wait.
-KEY_EVENTS = frozenset(
-    {
-        "keys.loaded",
-        "keys.refreshed",
-        "keys.fetch_failed",
-        "keys.stale_use",
-        "keys.withdrawn",
-        "keys.empty",
-        "keys.key_skipped",
-        "discovery.moved",
-        "keys.internal_error",
-        "verifier.not_started",
-        "verifier.many_per_source",
-    }
-)
-
-#: A log line of another event states a wait when it carries one of these fields...
-WAIT_FIELDS = ("jwt_wait", "jwt_retry_in")
-#: ... or its event name holds one of these words.
-WAIT_EVENTS = ("unavailable", "wait", "refus")
+#: The ``wait`` values of ``KeysUnavailableError`` the harness knows, to their class.
+#: Any other value is class ``unknown-wait`` (counted and listed in the report) until
+#: it is added here: a new wait is never taken for another.
+WAITS = {
+    "fetch-in-flight": "fetch-in-flight",
+    "budget": "budget",
+    "key-pending": "key-pending",
+    "backoff": "backoff",
+    "provider-failing": "provider-failing",
+    "config": "config",
+    "closed": "closed",
+}
 
 #: Defaults of the rules (``--grace``, ``--idle``).
 GRACE = 2.5
@@ -94,6 +88,10 @@ class Record:
     retry_after: str = ""
     said: str = ""  # what the 503's body says beyond ``reason``: its detail, extra members
     answered_by: str = ""  # the ``X-Soak-Worker`` header of the answer
+    wait: str = ""  # the 503 body's ``wait`` member ("": none)
+    #: The worker's ``health()`` as the 503 was sent (``X-Soak-Health``): ``ready``,
+    #: ``generation``, ``key_count``, ``last_success``, ``last_error``, ``config_error``.
+    health: dict[str, Any] | None = None
 
 
 @dataclass
@@ -109,8 +107,6 @@ class Facts:
     installs: dict[str, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
     #: worker: ``[(first failure, next accepted fetch)]``.
     failing: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    #: worker: ``[(at, what the line says)]`` for lines that name a wait.
-    waits: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
 
     def up_since(self, t: float) -> float | None:
         """When the provider's current healthy period began, or None if it is not up at ``t``."""
@@ -127,35 +123,51 @@ class Facts:
     def in_failing_run(self, worker: str, t: float) -> bool:
         return any(start <= t < end for start, end in self.failing.get(worker, []))
 
-    def stated_wait(self, worker: str, t: float, done: float) -> str | None:
-        """A wait named by one of the worker's log lines written while the request was in."""
-        named = [
-            wait_named(text)
-            for at, text in self.waits.get(worker, [])
-            if t - 1.0 <= at <= done + 0.05
-        ]
-        named = [name for name in named if name]
-        return named[-1] if named else None
-
 
 @dataclass(frozen=True)
 class Verdict:
     cls: str  # a key of CLASSES
     late: bool  # sent more than the grace after the key was published, in use, and the provider up
-    stated: bool  # the class came from the service's own words (body or log), not inferred
+    stated: bool  # the class came from the verifier (the 503's ``wait``, its health), not inferred
+    wait: str = ""  # the 503's ``wait`` member as answered
 
 
-def wait_named(text: str) -> str | None:
-    """The class of the wait ``text`` names, if it names one."""
-    lowered = text.lower()
-    for name, words in WAIT_WORDS:
-        if any(word in lowered for word in words):
-            return name
-    return None
+def withdrawn(health: Mapping[str, Any] | None) -> bool:
+    """The worker's health says it had keys and serves none now.
+
+    Not ready, with keys accepted before: past ``max_stale``, or withdrawn
+    by an empty key set. A worker that never loaded keys is not "withdrawn".
+    """
+    if not health or health.get("ready", True) or health.get("config_error"):
+        return False
+    return health.get("last_success") is not None
+
+
+def stated_class(record: Record) -> str | None:
+    """The class the verifier states for a 503: its health first, then its ``wait``.
+
+    None when the answer carries neither (a service that predates them).
+    """
+    wait = WAITS.get(record.wait) if record.wait else None
+    if record.wait and wait is None:
+        return "unknown-wait"
+    if wait in ("config", "closed"):
+        return wait
+    if record.health and record.health.get("config_error"):
+        return "config"
+    if withdrawn(record.health):
+        return "withdrawn"
+    return wait
 
 
 def classify(record: Record, facts: Facts, grace: float = GRACE) -> Verdict | None:
-    """The class of a 503 to a signed token; None for any other answer."""
+    """The class of a 503 to a signed token; None for any other answer.
+
+    The key's own facts come first (the worker held it, installed it while
+    the request was in, the provider had not published it); then what the
+    verifier states (:func:`stated_class`); only when it states nothing, an
+    inference from the provider's mode and the worker's failed fetches.
+    """
     if record.status != 503 or record.kind not in SIGNED:
         return None
     spans = facts.installed(record.worker, record.kid)
@@ -166,18 +178,18 @@ def classify(record: Record, facts: Facts, grace: float = GRACE) -> Verdict | No
         cls = "held"
     elif any(record.t < start <= record.done for start, _ in spans):
         cls = "installed-in-flight"
+    elif record.wait and record.wait not in WAITS:
+        cls, stated = "unknown-wait", True  # before "unpublished": never hidden in another class
     elif published is None or published > record.t:
         cls = "unpublished"
+    elif (said := stated_class(record)) is not None:
+        cls, stated = said, True
     elif up_since is None:
         cls = "provider-failing"
+    elif facts.in_failing_run(record.worker, record.t):
+        cls = "backoff"
     else:
-        named = wait_named(record.said) or facts.stated_wait(record.worker, record.t, record.done)
-        if named is not None:
-            cls, stated = named, True
-        elif facts.in_failing_run(record.worker, record.t):
-            cls = "backoff"
-        else:
-            cls = "budget"
+        cls = "budget"
     late = (
         cls != "held"
         and published is not None
@@ -185,7 +197,7 @@ def classify(record: Record, facts: Facts, grace: float = GRACE) -> Verdict | No
         and up_since is not None
         and record.t - max(published, facts.used.get(record.kid, published), up_since) > grace
     )
-    return Verdict(cls, late, stated)
+    return Verdict(cls, late, stated, record.wait)
 
 
 # -- facts from the run's logs ---------------------------------------------------------------
@@ -202,10 +214,8 @@ def facts_from(
     ``keys.loaded`` / ``keys.refreshed`` install ``jwt_kids_added`` and drop
     ``jwt_kids_removed`` (a key replaced under its kid is in both: dropped,
     then installed), ``keys.withdrawn`` drops every key, ``keys.fetch_failed``
-    opens a run of failures that the next accepted fetch closes. A line of
-    another event that carries ``jwt_wait`` or ``jwt_retry_in`` (or whose
-    event name says ``unavailable``, ``wait`` or ``refus…``) states a wait,
-    in the words of those fields and its message.
+    opens a run of failures that the next accepted fetch closes. Other lines
+    are not read: why a 503 was answered comes from the answer itself.
     """
     facts = Facts(
         published=dict(published),
@@ -236,11 +246,6 @@ def facts_from(
                 facts.failing.setdefault(worker, []).append((failing_from.pop(worker), t))
         elif event == "keys.fetch_failed":
             failing_from.setdefault(worker, t)
-        elif event not in KEY_EVENTS and (
-            any(name in line for name in WAIT_FIELDS) or any(w in event for w in WAIT_EVENTS)
-        ):
-            text = " ".join(str(line.get(k, "")) for k in (*WAIT_FIELDS, "jwt_event", "message"))
-            facts.waits.setdefault(worker, []).append((t, text))
     for worker, mine in held.items():
         for kid in list(mine):
             installs[worker][kid].append((mine.pop(kid), math.inf))
@@ -393,7 +398,19 @@ def class_table(
         total.update(row)
         lines.append(_class_row(CLASSES[cls], row, workers))
     lines.append(_class_row("**all**", total, workers))
+    unknown = unknown_waits(verdicts)
+    if unknown:
+        lines += [
+            "",
+            "`wait` values the harness does not know (class *unknown wait*; add them to "
+            "`judge.WAITS`): " + ", ".join(f"`{w}`: {n:,}" for w, n in unknown.most_common()),
+        ]
     return "\n".join(lines)
+
+
+def unknown_waits(verdicts: Mapping[int, Verdict]) -> Counter[str]:
+    """Every ``wait`` value not in :data:`WAITS`, counted over all classified 503s."""
+    return Counter(v.wait for v in verdicts.values() if v.wait and v.wait not in WAITS)
 
 
 def _class_row(name: str, row: Counter[str], workers: Sequence[str]) -> str:
@@ -440,6 +457,8 @@ def record_row(
         "retry_after": record.retry_after,
         "said": record.said,
         "answered_by": record.answered_by,
+        "wait": record.wait,
+        "health": record.health,
         "class": verdict.cls if verdict else None,
         "late": verdict.late if verdict else None,
         "stated": verdict.stated if verdict else None,
