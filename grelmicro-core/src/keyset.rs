@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, AlgorithmSet};
-use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
+use crate::error::{capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::json::Value;
 use crate::key::Key;
 
@@ -73,9 +73,8 @@ fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
 /// verifies its family's `default` alone when the verifier names no
 /// `algorithms` (names only: both are algorithms of the closed set).
 fn default_only(default: Algorithm, alg: Algorithm) -> Error {
-    algorithm_refused(
+    alg.refused(
         RefusedBy::Keys,
-        alg,
         format!(
             "token alg {} is not accepted: a JWK without alg verifies {} only unless the \
              verifier names its algorithms (for example algorithms=[\"{}\", \"{}\"])",
@@ -272,9 +271,8 @@ impl KeySet {
                     let err = if key.is_family() && key.algorithms().contains(alg) {
                         default_only(key.algorithm(), alg)
                     } else {
-                        algorithm_refused(
+                        alg.refused(
                             RefusedBy::Keys,
-                            alg,
                             format!(
                                 "the key the token's kid names does not serve {}, the token's alg",
                                 alg.name()
