@@ -797,7 +797,7 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
             document = _core.KeySet.from_jwks(
                 json_text(jwks, "JWKS"), allow_symmetric=bool(allow_symmetric)
             )
-            for kid, reason in document.skipped:
+            for kid, _, reason in document.skipped:
                 logger.warning(
                     "JWKS key %r skipped: %s",
                     kid,
@@ -805,11 +805,11 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
                     extra={"jwt_event": "keys.key_skipped", "jwt_kid": kid, "jwt_reason": reason},
                 )
             note_padded(document.keys, "JWKS")
+            reported = [(kid, reason) for kid, _, reason in document.skipped]
             if not cores:
-                return document, tuple(document.skipped)
+                return document, tuple(reported)
             # Every JWKS key, conflicting ones included: combined with keys=,
             # a kid naming two different keys stays unusable (design.md §3).
-            reported = list(document.skipped)
             cores.extend(document.keys)
         else:
             reported = []
@@ -818,7 +818,7 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
         combined = _core.KeySet(cores)
     except _core.CoreError as exc:
         _core.raise_translated(exc)
-    for kid, reason in combined.skipped:
+    for kid, _, reason in combined.skipped:
         if reason.startswith(_EXPOSED_SECRET):
             # Keys given in code: refused at build (a fetched JWKS holds no
             # secret; one given with allow_symmetric=True is refused too).

@@ -218,4 +218,5 @@ def test_a_secret_equal_to_a_member_of_a_key_beside_it_is_refused(alg: str, memb
         JWTVerifier(keys=[Key.secret(text, "HS256", kid="hs"), Key.jwk(jwk)])
     assert text not in str(refused.value)
     withdrawn = _core.KeySet([Key.secret(text, "HS256", kid="hs")._inner, Key.jwk(jwk)._inner])
-    assert [kid for kid, _ in withdrawn.skipped] == ["hs"]
+    assert [(kid, code) for kid, code, _ in withdrawn.skipped] == [("hs", "exposed-secret")]
+
