@@ -204,17 +204,17 @@ class Fetcher:
     def _note(self, key_set: _core.KeySet) -> None:
         """Skipped and padded keys, said when they change (not on every fetch)."""
         skipped = frozenset(key_set.skipped)
-        for kid, _, reason in sorted(
+        for kid, code, reason in sorted(
             skipped - self._skipped, key=lambda s: (s[0] or "", *s[1:])
         ):
             self._emit(
                 Event(
                     "keys.key_skipped",
                     self.source,
-                    logging.WARNING if "private key" in reason else logging.INFO,
+                    logging.WARNING if code == "private-key" else logging.INFO,
                     "JWKS %s: key %r skipped: %s",
                     (self.name, kid, reason),
-                    {"kid": kid, "reason": reason},
+                    {"kid": kid, "code": code, "reason": reason},
                 )
             )
         self._skipped = skipped
