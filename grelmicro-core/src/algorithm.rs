@@ -6,7 +6,7 @@
 use aws_lc_rs::signature::{self, VerificationAlgorithm};
 
 use crate::digest::Sha2;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Detail, Error, ErrorKind, RefusedBy, Result};
 
 /// A JWS signature algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -157,6 +157,16 @@ impl Algorithm {
     /// default allows none of them, even with an `AKP` key configured.
     pub const fn opt_in(self) -> bool {
         matches!(self.family(), Family::MlDsa)
+    }
+
+    /// An `algorithm` refusal of a token under `self`, with its `refused_by`
+    /// and `algorithm` context. `self` is a name of the closed set, so
+    /// `message` may name it (never any other token value).
+    #[cold]
+    pub(crate) fn refused(self, by: RefusedBy, message: String) -> Error {
+        Error::with(ErrorKind::Algorithm, message)
+            .detail("refused_by", Detail::Text(by.as_str().to_owned()))
+            .detail("algorithm", Detail::Text(self.name().to_owned()))
     }
 
     /// Whether a key bound to `self` verifies tokens whose header says `alg`.
@@ -360,6 +370,20 @@ mod tests {
         assert!(!Algorithm::RS256.accepts(Algorithm::PS256));
         assert!(!Algorithm::ES256.accepts(Algorithm::ES256K));
         assert!(!Algorithm::HS256.accepts(Algorithm::HS512));
+    }
+
+    #[test]
+    fn a_refusal_says_who_refused_which_algorithm() {
+        let err = Algorithm::PS384.refused(RefusedBy::Keys, "no key".into());
+        assert_eq!(err.kind(), ErrorKind::Algorithm);
+        assert_eq!(err.message(), "no key");
+        assert_eq!(
+            err.context(),
+            &[
+                ("refused_by", Detail::Text("keys".into())),
+                ("algorithm", Detail::Text("PS384".into())),
+            ]
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, AlgorithmSet};
-use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
+use crate::error::{capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::json::Value;
 use crate::key::Key;
 
@@ -31,10 +31,64 @@ enum Slot {
     Conflict,
 }
 
-/// A key left out of a JWKS, with the reason (never key material).
+/// Which kind of skip a [`Skipped`] is: a stable kebab-case code, for
+/// programs to act on; the `reason` beside it is for people and may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SkipCode {
+    /// A JWKS entry that is no usable verification key: malformed, an
+    /// unsupported type or curve, not for signatures, symmetric unallowed.
+    InvalidKey,
+    /// A JWKS entry refused as too weak (small RSA modulus, short secret).
+    WeakKey,
+    /// A JWKS entry holding private key material: published by mistake.
+    PrivateKey,
+    /// Two different keys share this `kid`: the `kid` is unusable.
+    KidConflict,
+    /// An HMAC secret that is the text of a public member of another key in
+    /// the set (issue 33, D5): anyone holding that public key could forge.
+    ExposedSecret,
+}
+
+impl SkipCode {
+    /// Every code, in declaration order.
+    pub const ALL: [SkipCode; 5] = [
+        SkipCode::InvalidKey,
+        SkipCode::WeakKey,
+        SkipCode::PrivateKey,
+        SkipCode::KidConflict,
+        SkipCode::ExposedSecret,
+    ];
+
+    /// The stable kebab-case name of this code.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SkipCode::InvalidKey => "invalid-key",
+            SkipCode::WeakKey => "weak-key",
+            SkipCode::PrivateKey => "private-key",
+            SkipCode::KidConflict => "kid-conflict",
+            SkipCode::ExposedSecret => "exposed-secret",
+        }
+    }
+
+    /// The code of a JWKS `entry` that [`Key::jwk`] refused with `err`.
+    /// Private members name the skip whatever else the entry gets wrong: a
+    /// leaked private key is the news, not its `use` or its size.
+    fn of_refused(entry: &Value, err: &Error) -> SkipCode {
+        if Key::jwk_holds_private_material(entry) {
+            SkipCode::PrivateKey
+        } else if err.kind() == ErrorKind::WeakKey {
+            SkipCode::WeakKey
+        } else {
+            SkipCode::InvalidKey
+        }
+    }
+}
+
+/// A key left out of a set: its code and a reason (never key material).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skipped {
     pub kid: Option<String>,
+    pub code: SkipCode,
     pub reason: String,
 }
 
@@ -73,9 +127,8 @@ fn unknown_key(message: &'static str, kid: Option<&str>) -> Error {
 /// verifies its family's `default` alone when the verifier names no
 /// `algorithms` (names only: both are algorithms of the closed set).
 fn default_only(default: Algorithm, alg: Algorithm) -> Error {
-    algorithm_refused(
+    alg.refused(
         RefusedBy::Keys,
-        alg,
         format!(
             "token alg {} is not accepted: a JWK without alg verifies {} only unless the \
              verifier names its algorithms (for example algorithms=[\"{}\", \"{}\"])",
@@ -126,6 +179,7 @@ impl KeySet {
                 Ok(key) => set.add(Arc::new(key)),
                 Err(err) => set.skipped.push(Skipped {
                     kid,
+                    code: SkipCode::of_refused(entry, &err),
                     reason: err.message().to_owned(),
                 }),
             }
@@ -174,6 +228,7 @@ impl KeySet {
                     Some(Slot::One(_)) => {
                         self.skipped.push(Skipped {
                             kid: Some(kid.to_owned()),
+                            code: SkipCode::KidConflict,
                             reason: CONFLICT.to_owned(),
                         });
                         self.by_kid.insert(kid.to_owned(), Slot::Conflict);
@@ -198,6 +253,7 @@ impl KeySet {
                 if keys.iter().any(|public| k.secret_is_member_of(public)) {
                     exposed.push(Skipped {
                         kid: k.kid().map(str::to_owned),
+                        code: SkipCode::ExposedSecret,
                         reason: EXPOSED.to_owned(),
                     });
                     return false;
@@ -272,9 +328,8 @@ impl KeySet {
                     let err = if key.is_family() && key.algorithms().contains(alg) {
                         default_only(key.algorithm(), alg)
                     } else {
-                        algorithm_refused(
+                        alg.refused(
                             RefusedBy::Keys,
-                            alg,
                             format!(
                                 "the key the token's kid names does not serve {}, the token's alg",
                                 alg.name()
@@ -672,7 +727,7 @@ mod tests {
             let set = KeySet::new(vec![public.clone(), exposed]).unwrap();
             assert_eq!(set.skipped().len(), 1);
             assert_eq!(set.skipped()[0].kid.as_deref(), Some("hs"));
-            assert!(set.skipped()[0].reason.contains("public key member"));
+            assert_eq!(set.skipped()[0].code, SkipCode::ExposedSecret);
             let err = set.select(Some("hs"), Algorithm::HS256, false).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::UnknownKey);
             assert!(set.select(Some("ed"), Algorithm::EdDSA, false).is_ok());
@@ -686,5 +741,60 @@ mod tests {
         let set = KeySet::new(vec![alone, ed25519(ED_1, "EdDSA", None)]).unwrap();
         assert_eq!(set.skipped().len(), 1);
         assert!(set.select(None, Algorithm::HS256, false).is_err());
+    }
+
+    /// The skips of a set built from `good` and one entry that `code` names
+    /// (the match is exhaustive: a new code needs an input here).
+    fn skipped_by(code: SkipCode) -> Vec<Skipped> {
+        let good =
+            format!(r#"{{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","kid":"ed","x":"{ED_1}"}}"#);
+        let jwks = |entry: &str| {
+            let doc = format!(r#"{{"keys":[{good},{entry}]}}"#);
+            KeySet::from_jwks(doc.as_bytes(), true, 10).unwrap()
+        };
+        let long = crate::token::encode(&[1; 32]);
+        let set = match code {
+            SkipCode::InvalidKey => {
+                jwks(r#"{"kty":"EC","crv":"P-256","kid":"x","x":"AA","y":"AA"}"#)
+            }
+            SkipCode::WeakKey => jwks(r#"{"kty":"oct","alg":"HS256","kid":"x","k":"AAAA"}"#),
+            // Also refused for its `use`: the private member names the skip.
+            SkipCode::PrivateKey => jwks(&format!(
+                r#"{{"kty":"OKP","crv":"Ed25519","use":"enc","kid":"x","x":"{ED_2}","d":"{ED_1}"}}"#
+            )),
+            SkipCode::KidConflict => {
+                let other = crate::token::encode(&[2; 32]);
+                jwks(&format!(
+                    r#"{{"kty":"oct","alg":"HS256","kid":"x","k":"{long}"}},
+                       {{"kty":"oct","alg":"HS256","kid":"x","k":"{other}"}}"#
+                ))
+            }
+            SkipCode::ExposedSecret => jwks(&format!(
+                r#"{{"kty":"oct","alg":"HS256","kid":"x","k":"{}"}}"#,
+                crate::token::encode(ED_1.as_bytes())
+            )),
+        };
+        set.skipped().to_vec()
+    }
+
+    #[test]
+    fn every_skip_code_is_produced_by_some_input() {
+        for code in SkipCode::ALL {
+            let skipped = skipped_by(code);
+            assert_eq!(skipped.len(), 1, "{}: {skipped:?}", code.as_str());
+            assert_eq!(skipped[0].code, code);
+            assert_eq!(skipped[0].kid.as_deref(), Some("x"));
+            assert!(!skipped[0].reason.is_empty());
+        }
+    }
+
+    #[test]
+    fn skip_codes_are_unique_kebab_case() {
+        let mut seen = std::collections::HashSet::new();
+        for code in SkipCode::ALL {
+            let name = code.as_str();
+            assert!(seen.insert(name), "duplicate code {name}");
+            assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'));
+        }
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::claims::{self, Verified};
-use crate::error::{algorithm_refused, capped, Detail, Error, ErrorKind, RefusedBy, Result};
+use crate::error::{capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::header;
 use crate::json::{Builder, Value, ValueBuilder};
 use crate::key::Key;
@@ -40,9 +40,8 @@ struct HeaderMemo {
 /// The refusal of a token whose (allowed) `alg` no key held serves.
 #[cold]
 fn no_key_serves(alg: Algorithm) -> Error {
-    algorithm_refused(
+    alg.refused(
         RefusedBy::Keys,
-        alg,
         format!("no key serves {}, the token's alg", alg.name()),
     )
 }
@@ -143,18 +142,16 @@ impl Verifier {
         let name = alg.name();
         let by_keys = match self.policy.algorithms {
             Some(named) if !named.contains(alg) => {
-                return algorithm_refused(
+                return alg.refused(
                     RefusedBy::Policy,
-                    alg,
                     format!(
                         "token alg {name} is not allowed by this verifier (not in its algorithms)"
                     ),
                 )
             }
             None if alg.opt_in() && self.keys.default_algorithms().contains(alg) => {
-                return algorithm_refused(
+                return alg.refused(
                     RefusedBy::Policy,
-                    alg,
                     format!(
                         "token alg {name} is not allowed by this verifier: ML-DSA \
                          (post-quantum) algorithms are allowed only when named in algorithms"

@@ -109,7 +109,7 @@ class Fetcher:
         self.count = 0
         # The last good JWKS answer: its URL, validators and keys.
         self._held: tuple[str, Mapping[str, str], _core.KeySet | None] | None = None
-        self._skipped: frozenset[tuple[str | None, str]] = frozenset()
+        self._skipped: frozenset[tuple[str | None, str, str]] = frozenset()
         self._padded: frozenset[str] = frozenset()
 
     @property
@@ -204,15 +204,17 @@ class Fetcher:
     def _note(self, key_set: _core.KeySet) -> None:
         """Skipped and padded keys, said when they change (not on every fetch)."""
         skipped = frozenset(key_set.skipped)
-        for kid, reason in sorted(skipped - self._skipped, key=lambda s: (s[0] or "", s[1])):
+        for kid, code, reason in sorted(
+            skipped - self._skipped, key=lambda s: (s[0] or "", *s[1:])
+        ):
             self._emit(
                 Event(
                     "keys.key_skipped",
                     self.source,
-                    logging.WARNING if "private key" in reason else logging.INFO,
+                    logging.WARNING if code == "private-key" else logging.INFO,
                     "JWKS %s: key %r skipped: %s",
                     (self.name, kid, reason),
-                    {"kid": kid, "reason": reason},
+                    {"kid": kid, "code": code, "reason": reason},
                 )
             )
         self._skipped = skipped

@@ -381,6 +381,7 @@ class KeySource(KeyState):
         now = self.timer()
         snapshot = self.snapshot
         key_set = snapshot.key_set
+        skipped = () if key_set is None else key_set.skipped
         wall = self.wall()
         ready = snapshot.serves(now)
         retry = None
@@ -401,7 +402,8 @@ class KeySource(KeyState):
             stale_uses=self.stale_uses,
             expires_at=None if key_set is None else wall + (snapshot.expires_at - now),
             url=self.name,
-            skipped_keys=() if key_set is None else tuple(key_set.skipped),
+            # (kid, reason): the health's shape; the code goes to the log.
+            skipped_keys=tuple((kid, reason) for kid, _, reason in skipped),
             config_error=self.config_error,
             generation=snapshot.generation,
         )

@@ -830,19 +830,24 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
             document = _core.KeySet.from_jwks(
                 json_text(jwks, "JWKS"), allow_symmetric=bool(allow_symmetric)
             )
-            for kid, reason in document.skipped:
+            for kid, code, reason in document.skipped:
                 logger.warning(
                     "JWKS key %r skipped: %s",
                     kid,
                     reason,
-                    extra={"jwt_event": "keys.key_skipped", "jwt_kid": kid, "jwt_reason": reason},
+                    extra={
+                        "jwt_event": "keys.key_skipped",
+                        "jwt_kid": kid,
+                        "jwt_code": code,
+                        "jwt_reason": reason,
+                    },
                 )
             note_padded(document.keys, "JWKS")
+            reported = [(kid, reason) for kid, _, reason in document.skipped]
             if not cores:
-                return document, tuple(document.skipped)
+                return document, tuple(reported)
             # Every JWKS key, conflicting ones included: combined with keys=,
             # a kid naming two different keys stays unusable (design.md §3).
-            reported = list(document.skipped)
             cores.extend(document.keys)
         else:
             reported = []
@@ -851,8 +856,8 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
         combined = _core.KeySet(cores)
     except _core.CoreError as exc:
         _core.raise_translated(exc)
-    for kid, reason in combined.skipped:
-        if reason.startswith(_EXPOSED_SECRET):
+    for kid, code, reason in combined.skipped:
+        if code == _EXPOSED:
             # Keys given in code: refused at build (a fetched JWKS holds no
             # secret; one given with allow_symmetric=True is refused too).
             raise WeakKeyError(f"key {kid!r}: {reason}")
@@ -862,9 +867,9 @@ def _key_set(  # noqa: PLR0912 - one branch per key form and per refusal
     return combined, tuple(reported)
 
 
-#: How the core words a secret that is the text of a public member of a key
+#: The core's code for a secret that is the text of a public member of a key
 #: beside it (issue 33, D5): anyone holding that public key could forge tokens.
-_EXPOSED_SECRET = "this HMAC secret is the text of a public key member"  # noqa: S105 - a message
+_EXPOSED = "exposed-secret"
 
 
 def _allowed(config: JWTConfig) -> tuple[str, ...]:

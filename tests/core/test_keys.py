@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import forge
+import grelmicro_core
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from grelmicro_core import Key, KeySet, Policy, Verifier
@@ -289,12 +290,76 @@ def test_jwks_skips_unusable_keys_and_says_why() -> None:
     keys = KeySet.from_jwks(document)
 
     assert [key.kid for key in keys.keys] == ["good"]
-    skipped = dict(keys.skipped)
-    assert set(skipped) == {"enc", "private", "small", "secret", "broken"}
-    assert all(isinstance(reason, str) and reason for reason in skipped.values())
-    assert "2048" in skipped["small"]
+    assert {kid: code for kid, code, _ in keys.skipped} == {
+        "enc": "invalid-key",
+        "private": "private-key",
+        "small": "weak-key",
+        "secret": "invalid-key",
+        "broken": "invalid-key",
+    }
+    reasons = {kid: reason for kid, _, reason in keys.skipped}
+    assert all(isinstance(reason, str) and reason for reason in reasons.values())
+    assert "2048" in reasons["small"]
     # With the opt-in, the oct key is kept.
     assert "secret" in [key.kid for key in KeySet.from_jwks(document, allow_symmetric=True).keys]
+
+
+def _skips_of(*entries: dict[str, Any]) -> list[tuple[str | None, str, str]]:
+    """The skips of a JWKS (symmetric keys allowed) holding a good key and ``entries``."""
+    good = forge.signer("ES256").jwk(kid="good")
+    return KeySet.from_jwks(_jwks(good, *entries), allow_symmetric=True).skipped
+
+
+def _exposed_secret_skips() -> list[tuple[str | None, str, str]]:
+    """An HMAC secret that is the text of a public key's ``x``, beside that key."""
+    public = forge.signer("EdDSA").jwk(kid="ed")
+    secret = Key.secret(public["x"], "HS256", kid="x")
+    return KeySet([Key.jwk(json.dumps(public)), secret]).skipped
+
+
+#: One input per skip code, and the code it must be named with.
+SKIPS: list[tuple[str, Callable[[], list[tuple[str | None, str, str]]]]] = [
+    ("invalid-key", lambda: _skips_of({"kty": "EC", "crv": "P-256", "kid": "x", "x": "AA"})),
+    ("invalid-key", lambda: _skips_of(forge.signer("RS256").jwk(kid="x", use="enc"))),
+    ("weak-key", lambda: _skips_of(forge.jwk(rsa_key(1024)) | {"kid": "x"})),
+    ("weak-key", lambda: _skips_of(forge.oct_jwk(b"s" * 8) | {"kid": "x"})),
+    (
+        "private-key",
+        lambda: _skips_of(forge.private_jwk(forge.signer("ES384").private) | {"kid": "x"}),
+    ),
+    # Refused for its use too: the private member names the skip.
+    (
+        "private-key",
+        lambda: _skips_of(
+            forge.private_jwk(forge.signer("ES384").private) | {"kid": "x", "use": "enc"}
+        ),
+    ),
+    (
+        "kid-conflict",
+        lambda: _skips_of(
+            forge.oct_jwk(b"a" * 32) | {"kid": "x"}, forge.oct_jwk(b"b" * 32) | {"kid": "x"}
+        ),
+    ),
+    ("exposed-secret", _exposed_secret_skips),
+]
+
+
+@pytest.mark.parametrize(("code", "build"), SKIPS)
+def test_each_skip_code_is_produced_by_its_input(
+    code: str, build: Callable[[], list[tuple[str | None, str, str]]]
+) -> None:
+    skipped = build()
+
+    assert [(kid, got) for kid, got, _ in skipped] == [("x", code)]
+    assert skipped[0][2]  # a reason for people beside the code
+
+
+def test_every_skip_code_has_an_input() -> None:
+    codes = grelmicro_core.skip_codes()
+
+    assert sorted({code for code, _ in SKIPS}) == sorted(codes)
+    assert len(set(codes)) == len(codes)
+    assert all(code.replace("-", "").isalpha() and code.islower() for code in codes)
 
 
 @pytest.mark.parametrize(

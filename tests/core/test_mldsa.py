@@ -81,4 +81,8 @@ def test_jwks_skips_unusable_akp_keys() -> None:
     )
     keys = KeySet.from_jwks(document)
     assert [key.kid for key in keys.keys] == ["good"]
-    assert [kid for kid, _ in keys.skipped] == ["private", "no-alg", "short"]
+    assert [(kid, code) for kid, code, _ in keys.skipped] == [
+        ("private", "private-key"),
+        ("no-alg", "invalid-key"),
+        ("short", "invalid-key"),
+    ]

@@ -57,4 +57,7 @@ def test_a_published_private_key_is_skipped_with_a_warning_others_at_info(
     assert "'leaked'" in skipped["leaked"].getMessage()
     assert "private key" in skipped["leaked"].getMessage()
     assert "private key" in skipped["leaked"].jwt_reason  # type: ignore[attr-defined]
+    # The level follows the code, not the words of the reason.
+    codes = {kid: record.jwt_code for kid, record in skipped.items()}  # type: ignore[attr-defined]
+    assert codes == {"leaked": "private-key", "enc": "invalid-key"}
     assert leaked_jwk["d"] not in caplog.text

@@ -218,4 +218,47 @@ def test_a_secret_equal_to_a_member_of_a_key_beside_it_is_refused(alg: str, memb
         JWTVerifier(keys=[Key.secret(text, "HS256", kid="hs"), Key.jwk(jwk)])
     assert text not in str(refused.value)
     withdrawn = _core.KeySet([Key.secret(text, "HS256", kid="hs")._inner, Key.jwk(jwk)._inner])
-    assert [kid for kid, _ in withdrawn.skipped] == ["hs"]
+    assert [(kid, code) for kid, code, _ in withdrawn.skipped] == [("hs", "exposed-secret")]
+
+
+class _Reworded:
+    """A core key set whose skip reasons are worded anew, codes kept."""
+
+    def __init__(self, keys: list[_core.Key], reason: str) -> None:
+        self._set = _REAL_KEY_SET(keys)
+        self._reason = reason
+
+    @property
+    def skipped(self) -> list[tuple[str | None, str, str]]:
+        return [(kid, code, self._reason) for kid, code, _ in self._set.skipped]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._set, name)
+
+
+_REAL_KEY_SET = _core.KeySet
+
+
+def test_the_exposed_secret_refusal_reads_the_code_not_the_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: the D5 refusal once matched the core's message text.
+
+    With every reason reworded, an exposed secret is still refused (its code
+    says what it is), and another skip worded like the old message is not.
+    """
+    from forge import private_key  # noqa: PLC0415
+
+    from grelmicro.jwt import _verifier  # noqa: PLC0415
+
+    jwk = private_key("EdDSA", kid="pub").public_jwk()
+    monkeypatch.setattr(_core, "KeySet", lambda keys: _Reworded(keys, "worded anew"))
+    with pytest.raises(WeakKeyError, match="worded anew"):
+        JWTVerifier(keys=[Key.secret(jwk["x"], "HS256", kid="hs"), Key.jwk(jwk)])
+
+    old_words = "this HMAC secret is the text of a public key member (n, e, x, y or pub)"
+    monkeypatch.setattr(_core, "KeySet", lambda keys: _Reworded(keys, old_words))
+    twins = [Key.secret(b"a" * 32, "HS256", kid="twin"), Key.secret(b"b" * 32, "HS256", kid="twin")]
+    key_set, reported = _verifier._key_set([*twins, Key.jwk(jwk)], None, allow_symmetric=False)
+    assert [(kid, code) for kid, code, _ in key_set.skipped] == [("twin", "kid-conflict")]
+    assert reported == (("twin", old_words),)

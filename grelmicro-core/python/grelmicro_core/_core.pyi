@@ -28,6 +28,7 @@ __all__ = [
     "jwk_thumbprint",
     "normalize_htu",
     "sha256_digest",
+    "skip_codes",
     "unverified_header",
     "unverified_issuer",
 ]
@@ -95,8 +96,12 @@ class KeySet:
     ) -> KeySet:
         """A JWKS document (JSON text); unusable keys are skipped."""
     @property
-    def skipped(self) -> list[tuple[str | None, str]]:
-        """``(kid, reason)`` for every key of a JWKS that was left out."""
+    def skipped(self) -> list[tuple[str | None, str, str]]:
+        """``(kid, code, reason)`` for every key that was left out.
+
+        ``code`` is stable kebab-case (one of :func:`skip_codes`), for
+        programs to act on; ``reason`` is for people and may change.
+        """
     @property
     def keys(self) -> list[Key]: ...
     def __len__(self) -> int: ...
@@ -277,3 +282,6 @@ def error_kinds() -> list[str]:
 
 def algorithms() -> list[str]:
     """Every algorithm name the core knows."""
+
+def skip_codes() -> list[str]:
+    """Every code a key set names a skipped key with (``KeySet.skipped``)."""

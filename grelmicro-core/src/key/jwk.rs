@@ -99,6 +99,16 @@ impl Key {
         }
     }
 
+    /// Whether a JWK holds private key material, which [`Key::jwk`]
+    /// refuses: the key set names such a skip apart (a key leaked).
+    pub(crate) fn jwk_holds_private_material(jwk: &Value) -> bool {
+        let kty = jwk
+            .get("kty")
+            .and_then(Value::as_str)
+            .and_then(KeyType::from_jwk);
+        rules::holds_private_member(jwk, kty)
+    }
+
     /// Parses one JWK from JSON text.
     pub fn jwk_json(
         data: &[u8],

@@ -12,7 +12,7 @@ use aws_lc_rs::signature::ParsedPublicKey;
 
 use crate::algorithm::{Algorithm, AlgorithmSet, Family};
 use crate::der;
-use crate::error::{algorithm_refused, invalid_key, Error, ErrorKind, RefusedBy, Result};
+use crate::error::{invalid_key, Error, ErrorKind, RefusedBy, Result};
 
 mod forms;
 mod jwk;
@@ -425,9 +425,8 @@ impl Key {
     pub fn verify(&self, alg: Algorithm, message: &[u8], signature: &[u8]) -> Result<()> {
         const BAD: Error = Error::new(ErrorKind::Signature, "signature verification failed");
         let Some((_, material)) = self.material.iter().find(|(own, _)| own.accepts(alg)) else {
-            return Err(algorithm_refused(
+            return Err(alg.refused(
                 RefusedBy::Keys,
-                alg,
                 format!("the key does not serve {}, the token's alg", alg.name()),
             ));
         };

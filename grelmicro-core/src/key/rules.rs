@@ -287,6 +287,14 @@ pub(super) fn ec_point(curve: Curve, x: &[u8], y: &[u8]) -> Result<(Vec<u8>, boo
 
 // --- JWK members --------------------------------------------------------------
 
+/// Whether a JWK of type `kty` holds a private member (a symmetric key is
+/// its secret, so `oct` never does).
+pub(super) fn holds_private_member(jwk: &Value, kty: Option<KeyType>) -> bool {
+    // `priv`: the private key of an AKP (ML-DSA) JWK (RFC 9964).
+    const PRIVATE: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "priv"];
+    kty != Some(KeyType::Oct) && PRIVATE.iter().any(|m| jwk.get(m).is_some())
+}
+
 /// A JWK must be meant for signatures (`use`, `key_ops`) and, unless it is
 /// a symmetric key, hold no private member.
 pub(super) fn check_jwk_members(
@@ -307,9 +315,7 @@ pub(super) fn check_jwk_members(
             return Err(invalid_key("JWK key_ops does not allow verify"));
         }
     }
-    // `priv`: the private key of an AKP (ML-DSA) JWK (RFC 9964).
-    const PRIVATE: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "priv"];
-    if kty != Some(KeyType::Oct) && PRIVATE.iter().any(|m| jwk.get(m).is_some()) {
+    if holds_private_member(jwk, kty) {
         return Err(invalid_key("JWK holds private key material"));
     }
     Ok(())

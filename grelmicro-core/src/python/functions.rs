@@ -7,6 +7,7 @@ use super::input_bytes;
 use super::objects::PyBuilder;
 use crate::algorithm::Algorithm;
 use crate::error::ErrorKind;
+use crate::keyset::SkipCode;
 use crate::policy::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_TOKEN_SIZE};
 use crate::{digest, header, json, peek, token};
 
@@ -54,6 +55,12 @@ pub(super) fn unverified_issuer(
 #[pyfunction]
 pub(super) fn error_kinds() -> Vec<&'static str> {
     ErrorKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// Every code a key set names a skipped key with, in a stable order.
+#[pyfunction]
+pub(super) fn skip_codes() -> Vec<&'static str> {
+    SkipCode::ALL.iter().map(|c| c.as_str()).collect()
 }
 
 /// Every algorithm name the core knows.

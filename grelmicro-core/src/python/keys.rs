@@ -168,13 +168,14 @@ impl PyKeySet {
         })
     }
 
-    /// `(kid, reason)` for every key of a JWKS that was left out.
+    /// `(kid, code, reason)` for every key that was left out: `code` is
+    /// stable kebab-case (`skip_codes()`), `reason` is for people.
     #[getter]
-    fn skipped(&self) -> Vec<(Option<String>, String)> {
+    fn skipped(&self) -> Vec<(Option<String>, &'static str, String)> {
         self.inner
             .skipped()
             .iter()
-            .map(|s| (s.kid.clone(), s.reason.clone()))
+            .map(|s| (s.kid.clone(), s.code.as_str(), s.reason.clone()))
             .collect()
     }
 

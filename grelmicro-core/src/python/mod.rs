@@ -110,6 +110,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::unverified_header, m)?)?;
     m.add_function(wrap_pyfunction!(functions::error_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(functions::algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::skip_codes, m)?)?;
     #[cfg(feature = "bench-hooks")]
     m.add_function(wrap_pyfunction!(bench::_decode_payload, m)?)?;
     m.add_class::<cache::PyTokenCache>()?;
