@@ -88,10 +88,11 @@ import threading
 import time
 from base64 import urlsafe_b64encode
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypedDict, runtime_checkable
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._calls import run_async, run_sync
 from grelmicro.jwt._confirmation import JKT, confirmation
 from grelmicro.jwt.errors import (
     BindingError,
@@ -101,6 +102,9 @@ from grelmicro.jwt.errors import (
     DPoPReplayError,
     InvalidKeyError,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "DPoPMode",
@@ -115,6 +119,34 @@ DPoPMode = Literal["required", "accepted", "off"]
 """Which schemes a service takes: ``DPoP`` only, ``DPoP`` or ``Bearer``, ``Bearer`` only."""
 
 _MODES = ("required", "accepted", "off")
+
+
+class _Presented(TypedDict):
+    scheme: str
+    access_token: str | bytes
+    claims: Mapping[str, Any]
+    proof: str | bytes | None
+    method: str
+    uri: str
+
+
+class DPoPRequest(_Presented, total=False):
+    """What :meth:`DPoPVerifier.check` reads of a request (see its arguments)."""
+
+    now: float | None
+
+
+class Record(NamedTuple):
+    """The replay-store call a proof check needs made (see :meth:`ReplayBackend.record`)."""
+
+    key: bytes
+    owner: str
+    now: float
+    until: float
+
+
+#: A proof check as steps: yield the :class:`Record` to make, get the store's answer back.
+DPoPSteps = Generator[Record, object, None]
 
 
 def _number(value: object, name: str, *, positive: bool) -> float:
@@ -557,17 +589,7 @@ class DPoPVerifier:
         """Seconds a proof stays remembered: ``max_age + 2 * leeway``."""
         return self._window
 
-    def check(
-        self,
-        *,
-        scheme: str,
-        access_token: str | bytes,
-        claims: Mapping[str, Any],
-        proof: str | bytes | None,
-        method: str,
-        uri: str,
-        now: float | None = None,
-    ) -> None:
+    def check(self, **request: Unpack[DPoPRequest]) -> None:
         """Apply the DPoP rules to a request whose access token verified.
 
         Args:
@@ -590,22 +612,17 @@ class DPoPVerifier:
                 ``store_full``: the store does; ``unavailable``: a shared
                 store cannot be reached).
         """
-        accepted = self._accept(
-            scheme=scheme,
-            access_token=access_token,
-            claims=claims,
-            proof=proof,
-            method=method,
-            uri=uri,
-            now=now,
-        )
-        if accepted is not None:
-            replay_key, jkt, when = accepted
-            _recorded(
-                self.replay_store.record(replay_key, jkt, now=when, until=when + self._window)
-            )
+        run_sync(self._steps(**request), self._record)
 
-    async def check_async(
+    async def check_async(self, **request: Unpack[DPoPRequest]) -> None:
+        """:meth:`check`, awaiting the replay store when it has ``record_async``.
+
+        A shared store (:class:`~grelmicro.jwt.RedisReplayStore`) answers an
+        async app without blocking its event loop for the round trip.
+        """
+        await run_async(self._steps(**request), self._record_async)
+
+    def _steps(
         self,
         *,
         scheme: str,
@@ -615,46 +632,11 @@ class DPoPVerifier:
         method: str,
         uri: str,
         now: float | None = None,
-    ) -> None:
-        """:meth:`check`, awaiting the replay store when it has ``record_async``.
+    ) -> DPoPSteps:
+        """The check as steps: every rule, then the :class:`Record` to make (its answer sent back).
 
-        A shared store (:class:`~grelmicro.jwt.RedisReplayStore`) answers an
-        async app without blocking its event loop for the round trip.
-        """
-        accepted = self._accept(
-            scheme=scheme,
-            access_token=access_token,
-            claims=claims,
-            proof=proof,
-            method=method,
-            uri=uri,
-            now=now,
-        )
-        if accepted is None:
-            return
-        replay_key, jkt, when = accepted
-        store = self.replay_store
-        until = when + self._window
-        record_async = getattr(store, "record_async", None)
-        if record_async is None:
-            _recorded(store.record(replay_key, jkt, now=when, until=until))
-        else:
-            _recorded(await record_async(replay_key, jkt, now=when, until=until))
-
-    def _accept(
-        self,
-        *,
-        scheme: str,
-        access_token: str | bytes,
-        claims: Mapping[str, Any],
-        proof: str | bytes | None,
-        method: str,
-        uri: str,
-        now: float | None,
-    ) -> tuple[bytes, str, float] | None:
-        """Every rule but the replay: ``(replay key, cnf.jkt, now)`` to record, or ``None``.
-
-        ``None``: a bearer token where bearer tokens are accepted (no proof).
+        A bearer token where bearer tokens are accepted ends without one.
+        :meth:`check` and :meth:`check_async` drive them.
         """
         jkt = _bound_key(claims)
         if scheme.lower() != "dpop":
@@ -664,7 +646,7 @@ class DPoPVerifier:
                 raise _binding(
                     "bearer", "the access token is DPoP-bound and cannot be used as a bearer token"
                 )
-            return None
+            return
         if self.mode == "off":
             raise _binding("scheme", "this service does not accept DPoP tokens")
         if jkt is None:
@@ -697,13 +679,20 @@ class DPoPVerifier:
             error.check = "nonce"
             error.use_nonce = True
             raise error
-        return replay_key, jkt, when
+        recorded = yield Record(replay_key, jkt, when, when + self._window)
+        if not recorded:
+            raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
 
+    def _record(self, call: Record) -> object:
+        """Make ``call`` on the replay store; its answer (false: a replay)."""
+        return self.replay_store.record(call.key, call.owner, now=call.now, until=call.until)
 
-def _recorded(recorded: object) -> None:
-    """A replay store's answer: a false one is a replay."""
-    if not recorded:
-        raise DPoPReplayError("the DPoP proof was used before (replayed jti)")
+    async def _record_async(self, call: Record) -> object:
+        """:meth:`_record`, awaiting the store's ``record_async`` when it has one."""
+        record_async = getattr(self.replay_store, "record_async", None)
+        if record_async is None:
+            return self._record(call)
+        return await record_async(call.key, call.owner, now=call.now, until=call.until)
 
 
 def _bound_key(claims: Mapping[str, Any]) -> str | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._calls import run_async, run_sync
 from grelmicro.jwt._discovery import discovery_urls, jwks_uri_of
 from grelmicro.jwt._events import Event
 from grelmicro.jwt._http import (
@@ -247,38 +248,24 @@ class Fetcher:
             raise NoClientError(
                 "only an async client was given: fetch with verify_async or start()"
             )
-        steps = self._steps(rediscover=rediscover)
-        try:
-            request = next(steps)
-            while True:
-                self.count += 1
-                try:
-                    answer = get_sync(client, request.url, self.options, request.validators)
-                except FetchError as exc:
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+
+        def get(request: Request) -> Answer:
+            self.count += 1
+            return get_sync(client, request.url, self.options, request.validators)
+
+        return run_sync(self._steps(rediscover=rediscover), get, errors=FetchError)
 
     async def fetch_async(self, *, rediscover: bool = True) -> Fetched:
         """Run the steps on this event loop; raises :class:`FetchError`."""
         client = self._clients.async_()
         if client is None:  # the user gave a sync client only
             return await asyncio.to_thread(self.fetch_sync, rediscover=rediscover)
-        steps = self._steps(rediscover=rediscover)
-        try:
-            request = next(steps)
-            while True:
-                self.count += 1
-                try:
-                    answer = await get_async(client, request.url, self.options, request.validators)
-                except FetchError as exc:
-                    request = steps.throw(exc)
-                else:
-                    request = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+
+        async def get(request: Request) -> Answer:
+            self.count += 1
+            return await get_async(client, request.url, self.options, request.validators)
+
+        return await run_async(self._steps(rediscover=rediscover), get, errors=FetchError)
 
 
 class NoClientError(FetchError):

@@ -228,26 +228,31 @@ class _Instruments:
         for kind, name, unit, what, description in observable:
             create = getattr(meter, f"create_observable_{kind}")
             create(name, callbacks=[self._reader(what)], unit=unit, description=description)
-        self.fetches = meter.create_counter(
-            "grelmicro.jwt.key_fetches",
-            unit="{fetch}",
-            description="Key fetches (JWKS, with discovery when configured), by result.",
+        self.fetches, self.answers, self.proofs = (
+            meter.create_counter(name, unit=unit, description=description)
+            for name, unit, description in (
+                (
+                    "grelmicro.jwt.key_fetches",
+                    "{fetch}",
+                    "Key fetches (JWKS, with discovery when configured), by result.",
+                ),
+                (
+                    "grelmicro.jwt.http.refusals",
+                    "{response}",
+                    "Requests the FastAPI dependency refused, by status and reason.",
+                ),
+                (
+                    "grelmicro.jwt.dpop.proofs",
+                    "{proof}",
+                    "DPoP checks of requests, by outcome (accepted/refused) and reason.",
+                ),
+            )
         )
         self.fetch_duration = meter.create_histogram(
             "grelmicro.jwt.key_fetch.duration",
             unit="s",
             description="Time a key fetch took, discovery included.",
             explicit_bucket_boundaries_advisory=_FETCH_BUCKETS,
-        )
-        self.answers = meter.create_counter(
-            "grelmicro.jwt.http.refusals",
-            unit="{response}",
-            description="Requests the FastAPI dependency refused, by status and reason.",
-        )
-        self.proofs = meter.create_counter(
-            "grelmicro.jwt.dpop.proofs",
-            unit="{proof}",
-            description="DPoP checks of requests, by outcome (accepted/refused) and reason.",
         )
         for name, field, description in (
             ("size", "__len__", "Live entries in the DPoP replay stores."),

@@ -6,6 +6,7 @@ Proofs and access tokens are minted by :mod:`dpop_proofs` with
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -661,6 +662,62 @@ def test_a_pluggable_store_is_shared_between_verifiers():
     with pytest.raises(DPoPReplayError):
         check(two, TOKEN, proof)
     assert len(shared.entries) == 1
+
+
+class AsyncStore(SharedStore):
+    """A shared store with ``record_async``, as :class:`RedisReplayStore` has: says which ran."""
+
+    def __init__(self, refusal: Exception | None = None) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+        self.refusal = refusal
+
+    def record(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
+        self.calls.append("record")
+        return super().record(key, owner, now=now, until=until)
+
+    async def record_async(self, key: bytes, owner: str, *, now: float, until: float) -> bool:
+        self.calls.append("record_async")
+        if self.refusal is not None:
+            raise self.refusal
+        return super().record(key, owner, now=now, until=until)
+
+
+def check_async(dpop: DPoPVerifier, token: str, proof: str) -> None:
+    claims = JWTVerifier([Key.secret(SECRET, "HS256")]).verify(token, now=NOW)
+    request = {"access_token": token, "claims": claims, "proof": proof, "method": "GET"}
+    asyncio.run(dpop.check_async(scheme="DPoP", uri=URI, now=NOW, **request))
+
+
+def test_the_async_check_awaits_the_stores_record_async_and_the_sync_one_records():
+    store = AsyncStore()
+    dpop = DPoPVerifier(replay_store=store)
+    proof = ES.proof(access_token=TOKEN)
+
+    check_async(dpop, TOKEN, proof)
+    with pytest.raises(DPoPReplayError, match="used before"):
+        check(dpop, TOKEN, proof)
+    with pytest.raises(DPoPReplayError, match="used before"):
+        check_async(dpop, TOKEN, proof)
+    assert store.calls == ["record_async", "record", "record_async"]
+
+
+def test_the_async_check_records_with_a_store_that_has_no_record_async():
+    dpop = DPoPVerifier(replay_store=SharedStore())
+    proof = ES.proof(access_token=TOKEN)
+
+    check_async(dpop, TOKEN, proof)
+    with pytest.raises(DPoPReplayError, match="used before"):
+        check_async(dpop, TOKEN, proof)
+
+
+def test_a_stores_async_refusal_reaches_the_caller():
+    refusal = DPoPReplayError("the replay store cannot be reached")
+    dpop = DPoPVerifier(replay_store=AsyncStore(refusal))
+
+    with pytest.raises(DPoPReplayError) as caught:
+        check_async(dpop, TOKEN, ES.proof(access_token=TOKEN))
+    assert caught.value is refusal
 
 
 def test_without_a_shared_store_each_process_accepts_a_proof_once():

@@ -55,11 +55,12 @@ from fastapi.openapi.models import HTTPBase as HTTPBaseModel
 from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
+from grelmicro.jwt._calls import run_async, run_sync
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._confirmation import JKT, Confirmation
 from grelmicro.jwt._core import normalize_htu
-from grelmicro.jwt._dpop import DPoPVerifier
+from grelmicro.jwt._dpop import DPoPRequest, DPoPSteps, DPoPVerifier
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import (
     ConfigurationError,
@@ -213,15 +214,8 @@ class DPoPBinding(Binding):
         challenges: Challenges,
     ) -> None:
         """The DPoP proof, and the token's binding to its key (RFC 9449 §4.3, §7)."""
-        scheme = presentation.scheme
-        if scheme != DPOP and self.dpop.mode != "required" and bound.jkt is None:
-            return  # a plain bearer token where bearer tokens are accepted
-        try:
-            self.dpop.check(**self._arguments(connection, presentation, claims, challenges))
-        except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
-            raise self._refused(challenges, exc) from None
-        if self.telemetry is not None:  # nothing paid per accepted proof without telemetry
-            self.telemetry.dpop_checked(None)
+        steps = self._steps(connection, presentation, claims, bound, challenges)
+        run_sync(steps, self.dpop._record)
 
     async def check_async(
         self,
@@ -232,16 +226,28 @@ class DPoPBinding(Binding):
         challenges: Challenges,
     ) -> None:
         """:meth:`check`, awaiting a replay store that has ``record_async`` (a shared one)."""
+        steps = self._steps(connection, presentation, claims, bound, challenges)
+        await run_async(steps, self.dpop._record_async)
+
+    def _steps(
+        self,
+        connection: HTTPConnection,
+        presentation: Presentation,
+        claims: Claims,
+        bound: Confirmation,
+        challenges: Challenges,
+    ) -> DPoPSteps:
+        """The check as steps: :meth:`DPoPVerifier._steps`, its refusals answered."""
         scheme = presentation.scheme
         if scheme != DPOP and self.dpop.mode != "required" and bound.jkt is None:
-            return
+            return  # a plain bearer token where bearer tokens are accepted
         try:
-            await self.dpop.check_async(
+            yield from self.dpop._steps(
                 **self._arguments(connection, presentation, claims, challenges)
             )
         except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
             raise self._refused(challenges, exc) from None
-        if self.telemetry is not None:
+        if self.telemetry is not None:  # nothing paid per accepted proof without telemetry
             self.telemetry.dpop_checked(None)
 
     def _arguments(
@@ -250,7 +256,7 @@ class DPoPBinding(Binding):
         presentation: Presentation,
         claims: Claims,
         challenges: Challenges,
-    ) -> dict[str, Any]:
+    ) -> DPoPRequest:
         """What :meth:`DPoPVerifier.check` reads of the request."""
         scheme = presentation.scheme
         return {
