@@ -95,6 +95,8 @@ def log_event(
 
 def log_observer(event: Event) -> None:
     """The logging observer: every event becomes one record (see :func:`log_event`)."""
+    if not logger.isEnabledFor(event.level):  # a frequent DEBUG event costs one check
+        return
     log_event(
         event.level,
         event.name,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 from grelmicro.jwt import _core
@@ -64,6 +64,9 @@ class Outcomes:
 
     ``announce_accepted``: emit ``token.accepted`` for accepted full
     verifications (:meth:`engine` then puts a small wrapper on the miss path).
+    ``timed``: that wrapper also times each full verification (its
+    ``duration`` field, accepted or refused); untimed, the event of an
+    (issuer, header) pair is built once and emitted again.
     """
 
     __slots__ = (
@@ -74,16 +77,18 @@ class Outcomes:
         "_templates",
         "announce_accepted",
         "observers",
+        "timed",
     )
 
-    def __init__(self, *, announce_accepted: bool = False) -> None:
+    def __init__(self, *, announce_accepted: bool = False, timed: bool = False) -> None:
         self.observers = Observers()
         self.announce_accepted = announce_accepted
+        self.timed = timed
         self._issuers: frozenset[str] = frozenset()
         self._templates: tuple[_Template, ...] = ()
         self._algorithms: frozenset[str] = frozenset()
-        #: (token's iss, header segment) -> the fields of its accepted events.
-        self._named: dict[tuple[object, str | bytes], dict[str, Any]] = {}
+        #: (token's iss, header segment) -> its accepted event (without a duration).
+        self._named: dict[tuple[object, str | bytes], Event] = {}
         #: The duration of this thread's last refused full verification (for its event).
         self._last = threading.local()
 
@@ -148,23 +153,23 @@ class Outcomes:
     def accepted(self, token: str | bytes, result: Any, duration: float | None = None) -> None:
         """One accepted full verification; ``result`` is the engine's answer."""
         payload = result[0] if type(result) is tuple else result
-        issuer = payload.get("iss") if isinstance(payload, Mapping) else None
+        try:  # the core's payload is a read-only mapping (an isinstance() on Mapping costs more)
+            issuer = payload.get("iss")
+        except AttributeError:
+            issuer = None
         # The header segment of a token that verified names its algorithm: the
         # few headers an issuer signs with are parsed once each.
         header = token[: token.find(b"." if type(token) is bytes else ".")]  # type: ignore[arg-type]
-        fields = self._named.get((issuer, header))
-        if fields is None:
-            fields = self._name(token, issuer, header)
+        event = self._named.get((issuer, header))
+        if event is None:
+            event = self._name(token, issuer, header)
         if duration is not None:
-            fields = {**fields, "duration": duration}
-        self.observers.emit(
-            Event(
-                TOKEN_ACCEPTED, fields["issuer"] or "", logging.DEBUG, "token accepted", (), fields
-            )
-        )
+            fields = {**event.fields, "duration": duration}
+            event = Event(event.name, event.source, event.level, event.message, (), fields)
+        self.observers.emit(event)
 
-    def _name(self, token: str | bytes, issuer: object, header: str | bytes) -> dict[str, Any]:
-        """The fields of a new (issuer, header) pair, from bounded sets only."""
+    def _name(self, token: str | bytes, issuer: object, header: str | bytes) -> Event:
+        """The accepted event of a new (issuer, header) pair: fields from bounded sets only."""
         named = issuer if issuer in self._issuers else None  # only configured issuers
         tenant = None
         if named is None and isinstance(issuer, str):
@@ -177,16 +182,17 @@ class Outcomes:
         if algorithm not in self._algorithms:
             algorithm = None
         fields = {"issuer": named, "algorithm": algorithm, "tenant": tenant}
+        event = Event(TOKEN_ACCEPTED, named or "", logging.DEBUG, "token accepted", (), fields)
         if len(self._named) < _HEADERS_KEPT:  # past it, pairs are named each time
-            self._named[(issuer, header)] = fields
-        return fields
+            self._named[(issuer, header)] = event
+        return event
 
 
 class _Announced:
     """An engine whose ``verify_until`` announces the tokens it accepts (misses only).
 
-    It also times each full verification: an accepted one's event carries
-    the duration, a refused one leaves it for its ``token.refused`` event
+    Timed (``Outcomes.timed``), an accepted verification's event carries its
+    duration, and a refused one leaves it for its ``token.refused`` event
     (emitted on the refusal path, in the same thread, right after).
     """
 
@@ -196,6 +202,15 @@ class _Announced:
         self._engine = engine
         verify = engine.verify_until
         accepted = outcomes.accepted
+        if not outcomes.timed:
+
+            def announced(token: str | bytes, now: float) -> Any:
+                result = verify(token, now)
+                accepted(token, result)
+                return result
+
+            self.verify_until = announced
+            return
         last = outcomes._last
         clock = time.perf_counter
 

@@ -356,7 +356,9 @@ class JWTVerifier:
         # miss, none per hit: hits are read from the cache's counters).
         options = Telemetry.of(telemetry)
         reporter = None if options is None else Reporter(options)
-        outcomes = Outcomes(announce_accepted=reporter is not None)
+        outcomes = Outcomes(
+            announce_accepted=options is not None, timed=options is not None and options.latency
+        )
         on_reject = outcomes.on_reject(on_reject)
         object.__setattr__(self, "_outcomes", outcomes)
         object.__setattr__(self, "config", config)
