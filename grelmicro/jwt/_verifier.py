@@ -658,8 +658,9 @@ class JWTVerifier:
         Key sources' events (``keys.fetch``, ``keys.refreshed``...) and
         verification outcomes: ``token.refused`` for each refusal or 503, and
         with ``telemetry=`` on, ``token.accepted`` for each full verification
-        that accepts (never one per cache hit). An event holds no token text,
-        claim value or key material; an observer that raises is logged once
+        that accepts (never one per cache hit). An event holds no token text
+        or key material, and its fields only bounded values; an observer
+        that raises is logged once
         and skipped, never failing a request or a fetch. Event names and
         fields are listed in ``docs/observability.md``.
         """
