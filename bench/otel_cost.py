@@ -13,8 +13,8 @@ Lanes (one HS256 verifier each, the canonical bench token decoded fresh from
   the SDK's ``TracerProvider``.
 
 Each lane runs on cache hits (``--what hit``, the default) or full
-verifications with the cache off (``--what miss``: the counting wrapper
-around the engine runs on each), or both (``--what both``). Rounds are
+verifications with the cache off (``--what miss``: each accepted one is a
+``token.accepted`` event the telemetry observes), or both (``--what both``). Rounds are
 interleaved lane by lane with the order rotating, GC off; per lane the
 median and the minimum ns per call over the rounds, each with its ratio
 to ``off`` (compare the minima on a shared machine). Nothing here asserts a timing.

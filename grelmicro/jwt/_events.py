@@ -1,8 +1,10 @@
-"""Events of the network key path, and the observers that hear them.
+"""Events of the network key path and of verifications, and the observers that hear them.
 
 A key source and the verifier describe what happens to keys (fetched,
-changed, withdrawn, skipped, a wait that answers 503...) as :class:`Event`
-objects; they do not log or count anything themselves. Observers do:
+changed, withdrawn, skipped, a wait that answers 503...) and to tokens
+(refused, accepted by a full verification: :mod:`grelmicro.jwt._outcomes`)
+as :class:`Event` objects; they do not log or count anything themselves.
+Observers do:
 
 - :func:`log_observer` turns each event into one log record on the
   ``grelmicro.jwt`` logger, with stable ``jwt_*`` fields for machines
@@ -23,19 +25,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "Observer", "Observers", "log_event", "log_observer"]
+__all__ = [
+    "TOKEN_ACCEPTED",
+    "TOKEN_REFUSED",
+    "Event",
+    "Observer",
+    "Observers",
+    "log_event",
+    "log_observer",
+]
 
 logger = logging.getLogger("grelmicro.jwt")
+
+#: A token refused, or answered 503 (fields: ``reason``, ``error``, ``duration`` if timed).
+TOKEN_REFUSED = "token.refused"  # noqa: S105 - an event name
+#: A token accepted by a full verification (fields: ``issuer``, ``algorithm``,
+#: ``tenant``, ``duration``); emitted only when the verifier announces them.
+TOKEN_ACCEPTED = "token.accepted"  # noqa: S105 - an event name
 
 
 @dataclass(frozen=True)
 class Event:
-    """One thing that happened to a source's keys (or to a verification waiting on them).
+    """One thing that happened to a source's keys, or to a token.
 
     Attributes:
-        name: the stable event name (``keys.refreshed``, ``keys.withdrawn``...).
+        name: the stable event name (``keys.refreshed``, ``token.refused``...).
         source: the stable name of the key source (the issuer given to
-            ``discover=``, else the JWKS URL).
+            ``discover=``, else the JWKS URL); for a token's event, the
+            configured issuer it was accepted for, else empty.
         level: the logging level the event deserves.
         message: a %-format message for people; ``args`` fill it.
         fields: stable values for machines (no token or key material).
@@ -78,6 +95,8 @@ def log_event(
 
 def log_observer(event: Event) -> None:
     """The logging observer: every event becomes one record (see :func:`log_event`)."""
+    if not logger.isEnabledFor(event.level):  # a frequent DEBUG event costs one check
+        return
     log_event(
         event.level,
         event.name,

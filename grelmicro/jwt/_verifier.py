@@ -34,11 +34,13 @@ from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import ENV_PREFIX, AlgorithmName, JWTConfig, JWTSettings, env_flag
 from grelmicro.jwt._config import check_flags as _check_flags
 from grelmicro.jwt._discovery import discovery_urls
+from grelmicro.jwt._events import Observer
 from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import FetchOptions
 from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
+from grelmicro.jwt._outcomes import Outcomes
 from grelmicro.jwt._router import KeyRouter
 from grelmicro.jwt._steps import Pending, drive_async
 from grelmicro.jwt._tenants import TENANT_TTL, TenantsOption
@@ -125,14 +127,12 @@ class CacheInfo:
 
 
 def _report(error: TokenRejectedError, hook: RejectHook | None) -> None:
+    # The verifier's hook emits token.refused (its DEBUG log record) first.
     if hook is not None:
         try:
             hook(error)
         except Exception:  # a metrics hook must never turn a 401 into a 500
             logger.exception("on_reject hook failed")
-    # The message names claim values (escaped and capped), times and key ids,
-    # never the token or key material (grelmicro.jwt._core.translate).
-    logger.debug("token rejected: %s: %s", error.reason, error)
 
 
 def _rejected(exc: _core.CoreError, hook: RejectHook | None) -> TokenRejectedError:
@@ -161,6 +161,7 @@ def _refusal(
     hook: RejectHook | None,
     clock: Clock,
     finish: Callable[[Pending], Any] | None = None,
+    outcomes: Outcomes | None = None,
     cache_of: Callable[[], TokenCache | None] | None = None,
 ) -> Callable[[BaseException, object], NoReturn]:
     """What ``verify`` raises instead of a failure of the core call.
@@ -168,6 +169,7 @@ def _refusal(
     A ``CoreError`` becomes its :class:`TokenRejectedError` subclass
     (reported to ``hook`` and the log); a ``now`` (or a clock answer) that is
     not a usable time becomes the ``ClaimsRejectedError`` that says so;
+    a ``KeysUnavailableError`` is a ``token.refused`` event of ``outcomes``;
     anything else (a failing clock or claims type) goes through unchanged.
     """
 
@@ -177,6 +179,8 @@ def _refusal(
             # to the cache the token came through (taken now, before any wait).
             error.bind(finish, None if cache_of is None else cache_of())
             raise error
+        if isinstance(error, KeysUnavailableError) and outcomes is not None:
+            outcomes.refused(error)  # a 503 (a Pending's outcome is reported when it ends)
         if isinstance(error, _core.CoreError):
             # Raised straight from here, never kept in a local: a local would
             # tie error -> traceback -> frame -> error into a reference cycle.
@@ -302,9 +306,9 @@ class JWTVerifier:
         "_engine": None,
         "_hook": None,
         "_keys": None,
+        "_outcomes": None,
         "_router": None,
         "_skipped": None,
-        "_telemetry": None,
         "config": None,
         "verify": (
             "``verify(token, /, *, now=None) -> Claims``: verify ``token`` and return its "
@@ -324,7 +328,7 @@ class JWTVerifier:
     _router: KeyRouter | None
     _keys: tuple[_core.Key, ...]
     _skipped: tuple[tuple[str | None, str], ...]
-    _telemetry: Reporter | None
+    _outcomes: Outcomes
     verify: VerifyFunction
 
     def __init__(
@@ -371,13 +375,16 @@ class JWTVerifier:
             raise ConfigurationError("clock must be a callable returning seconds")
         if on_reject is not None and not callable(on_reject):
             raise ConfigurationError("on_reject must be a callable")
-        # Telemetry (grelmicro.jwt.otel): counts refusals on the refusal path,
-        # accepted misses around the engine, hits from the cache's counters.
+        # Outcomes are events (_outcomes.py): token.refused on the refusal path;
+        # token.accepted on misses only when telemetry counts them (a frame per
+        # miss, none per hit: hits are read from the cache's counters).
         options = Telemetry.of(telemetry)
-        reporter = None if options is None else Reporter(options, self)
-        if reporter is not None:
-            on_reject = reporter.on_reject(on_reject)
-        object.__setattr__(self, "_telemetry", reporter)
+        reporter = None if options is None else Reporter(options)
+        outcomes = Outcomes(
+            announce_accepted=options is not None, timed=options is not None and options.latency
+        )
+        on_reject = outcomes.on_reject(on_reject)
+        object.__setattr__(self, "_outcomes", outcomes)
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_clock", clock or time.time)
         object.__setattr__(self, "_hook", on_reject)
@@ -404,8 +411,9 @@ class JWTVerifier:
             issuers = [template]
             object.__setattr__(self, "config", config)
         if jwks_url is None and discover is None and issuers is None:
+            outcomes.bind(config.issuer, _allowed(config))
             if reporter is not None:
-                reporter.bind(config.issuer, _allowed(config), [])
+                reporter.attach(self, ())
             self._install_static(keys, jwks, allow_symmetric=allow_symmetric)
             return
         # Keys from the network, or several issuers each bound to its keys.
@@ -425,9 +433,9 @@ class JWTVerifier:
         )
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "_router", router)
+        outcomes.bind((*config.issuer, *router.issuers), _allowed(config), router.templates)
         if reporter is not None:
-            named = (*config.issuer, *router.issuers)
-            reporter.bind(named, _allowed(config), list(router.sources), router.templates)
+            reporter.attach(self, router.sources)
         router.on_removed(_weak_call(self, JWTVerifier._drop_cache))
         self._install_engine(router)
 
@@ -561,8 +569,7 @@ class JWTVerifier:
         """
         config = self.config
         object.__setattr__(self, "_engine", engine)  # the core's own (keeps_cache_of reads it)
-        if self._telemetry is not None:  # counts the misses it verifies (hits stay in the core)
-            engine = self._telemetry.engine(engine)
+        engine = self._outcomes.engine(engine)  # announces accepted misses, when asked to
         if cache is not None:  # kept across an addition of keys: same table, new engine
             cache = cache.rebind(engine.verify_until)
         else:
@@ -594,7 +601,7 @@ class JWTVerifier:
                     route,
                     clock=self._clock,
                     refuse=_refusal(
-                        self._hook, self._clock, _finisher(self), _cache_of(self)
+                        self._hook, self._clock, _finisher(self), self._outcomes, _cache_of(self)
                     ),
                     signature=_SIGNATURE,
                 ),
@@ -660,24 +667,41 @@ class JWTVerifier:
 
     async def _finish(self, pending: Pending) -> Claims:
         """Drive a :class:`Pending` miss to its end; report the outcome once."""
-        telemetry = self._telemetry
+        outcomes = self._outcomes
         try:
             result = await drive_async(pending.steps, pending.first)
         except _core.CoreError as exc:
             raise _rejected(exc, self._hook) from None
         except KeysUnavailableError as exc:
-            if telemetry is not None:
-                telemetry.refused(exc)
+            outcomes.refused(exc)
             raise
         finally:
             pending.steps.close()
-        if telemetry is not None:
-            telemetry.accepted(pending.token, result)
+        if outcomes.announce_accepted:
+            outcomes.accepted(pending.token, result)
         claims = Claims(result[0])
         if pending.cache is not None:
             # Stored like any miss: the next request with this token is a hit.
             pending.cache.store(pending.token, claims, result[0], result[1], pending.now)
         return claims
+
+    def observe(self, observer: Observer) -> None:
+        """Let ``observer`` hear this verifier's events from now on.
+
+        Key sources' events (``keys.fetch``, ``keys.refreshed``...) and
+        verification outcomes: ``token.refused`` for each refusal or 503, and
+        with ``telemetry=`` on, ``token.accepted`` for each full verification
+        that accepts (never one per cache hit). An event holds no token text
+        or key material, and its fields only bounded values; an observer
+        that raises is logged once
+        and skipped, never failing a request or a fetch. Event names and
+        fields are listed in ``docs/observability.md``.
+        """
+        if not callable(observer):
+            raise ConfigurationError("observer must be a callable taking an event")
+        self._outcomes.observers.add(observer)
+        for source in self._key_sources():
+            source.observers.add(observer)
 
     def _key_sources(self) -> tuple[KeySource, ...]:
         """The network key sources (for ``fastapi/``, ``otel`` and tests; empty: static)."""

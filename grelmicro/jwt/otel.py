@@ -7,13 +7,18 @@ tracer_provider=..., latency=True)``. Needs the ``otel`` extra
 the API is imported only when a verifier asks for telemetry, so without it
 nothing is imported and nothing is paid.
 
+It is an observer of the verifier's events (``verifier.observe``, see
+:mod:`grelmicro.jwt._events`): ``token.refused`` and ``token.accepted``
+count verifications, ``keys.fetch`` gives each key fetch a span, a count
+and a duration. It wraps nothing and reads nothing private of the verifier.
+
 What it costs: a cache hit runs no Python code of this module. Accepted
 verifications served from the cache are read from the cache's counters at
-collection time (an observable counter); a cache miss, the full
-verification, runs one small Python wrapper that counts it; a refusal is
-counted on the refusal path, which already runs Python. Key sources are
-read (``health()``) at collection time; each fetch gets a span and a
-duration. The metric and span names, units and attributes are listed in
+collection time (an observable counter); a verifier built with telemetry
+announces each accepted cache miss (the full verification) with one
+event; a refusal is an event of the refusal path, which already runs
+Python. Key sources are read (``health()``) at collection time. The
+metric and span names, units and attributes are listed in
 ``docs/observability.md``; attributes only ever hold values from bounded
 sets: the stable ``reason`` of :mod:`grelmicro.jwt.errors`, issuers and
 key sources from the configuration, the verifier's algorithms.
@@ -22,21 +27,13 @@ key sources from the configuration, the verifier's algorithms.
 from __future__ import annotations
 
 import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from grelmicro.jwt import _core
-from grelmicro.jwt._events import Event
-from grelmicro.jwt._steps import Pending
-from grelmicro.jwt.errors import (
-    ConfigurationError,
-    JWTError,
-    KeysUnavailableError,
-    TokenRejectedError,
-)
+from grelmicro.jwt._events import TOKEN_ACCEPTED, TOKEN_REFUSED, Event
+from grelmicro.jwt.errors import ConfigurationError, JWTError
 
 __all__ = ["METER_NAME", "Telemetry"]
 
@@ -57,14 +54,13 @@ _CACHE = "grelmicro.jwt.cache"
 _SOURCE = "grelmicro.jwt.source"
 _CHECK = "grelmicro.jwt.check"
 
-#: (issuer, header segment) pairs remembered with their counter (more are parsed each time).
-_HEADERS_KEPT = 64
-
 
 class _Verifier(Protocol):
     """What telemetry reads of a verifier (it sits below the verifier: no import of it)."""
 
-    _telemetry: Any
+    def observe(self, observer: Callable[[Event], None]) -> None:
+        """Hear the verifier's events."""
+        ...
 
     def cache_info(self) -> Any:
         """Cache counters and size."""
@@ -81,11 +77,6 @@ class _Source(Protocol):
     @property
     def source(self) -> str:
         """The source's stable name."""
-        ...
-
-    @property
-    def observers(self) -> Any:
-        """Where to add an observer."""
         ...
 
     @property
@@ -127,16 +118,20 @@ class Telemetry:
         raise ConfigurationError("telemetry must be True, False or a grelmicro.jwt.otel.Telemetry")
 
 
+#: verifier -> its reporter (a verifier without telemetry is not in it).
+_REPORTERS: weakref.WeakKeyDictionary[Any, Reporter] = weakref.WeakKeyDictionary()
+
+
 def answered(verifier: _Verifier, status: int, reason: str) -> None:
     """Count a refusal the FastAPI dependency answers (no-op without telemetry)."""
-    reporter: Reporter | None = verifier._telemetry
+    reporter = _REPORTERS.get(verifier)
     if reporter is not None:
         reporter.answered(status, reason)
 
 
 def dpop_reporter(verifier: _Verifier, dpop: Any) -> Reporter | None:
     """The reporter DPoP checks go to (None without telemetry); watches ``dpop``'s replay store."""
-    reporter: Reporter | None = verifier._telemetry
+    reporter = _REPORTERS.get(verifier)
     if reporter is not None:
         reporter.watch_replay_store(dpop.replay_store)
     return reporter
@@ -325,11 +320,12 @@ def _instruments(meter_provider: Any) -> _Instruments:
 class Reporter:
     """What one verifier reports; built by the verifier when telemetry is on.
 
-    Holds the verifier weakly: the shared observable instruments read it at
+    An observer of the verifier's events (:meth:`attach`). Holds the
+    verifier weakly: the shared observable instruments read it at
     collection time and it reports nothing once it is gone.
     """
 
-    def __init__(self, options: Telemetry, verifier: _Verifier) -> None:
+    def __init__(self, options: Telemetry) -> None:
         try:
             from opentelemetry import metrics, trace  # noqa: PLC0415 - only when asked for
         except ImportError:
@@ -340,17 +336,12 @@ class Reporter:
         shared = _instruments(options.meter_provider or metrics.get_meter_provider())
         tracer_provider = options.tracer_provider or trace.get_tracer_provider()
         self._tracer = tracer_provider.get_tracer(METER_NAME)
-        self._verifier = weakref.ref(verifier)
+        self._verifier: Callable[[], _Verifier | None] = lambda: None
         self._lock = threading.Lock()  # creates cells; bumps take no lock
         #: (outcome, reason, issuer, algorithm, tenant) -> count, read at collection time.
         self._counts: dict[
             tuple[str, str | None, str | None, str | None, str | None], list[int]
         ] = {}
-        #: (issuer, header segment) of accepted tokens -> their cell in ``_counts``.
-        self._accepted: dict[tuple[object, str | bytes], list[int]] = {}
-        self._issuers: frozenset[str] = frozenset()
-        self._templates: tuple[Any, ...] = ()
-        self._algorithms: frozenset[str] = frozenset()
         self._sources: list[tuple[str, weakref.ref[_Source]]] = []
         self._fetches = shared.fetches
         self._fetch_duration = shared.fetch_duration
@@ -363,46 +354,13 @@ class Reporter:
 
     # -- wiring (called by the verifier) -------------------------------------
 
-    def bind(
-        self,
-        issuers: tuple[str, ...],
-        algorithms: tuple[str, ...],
-        sources: list[Any],
-        templates: tuple[Any, ...] = (),
-    ) -> None:
-        """What attributes may name (configured issuers, allowed algorithms); sources to observe.
-
-        ``templates`` are the issuer templates' routes: a token of one is
-        counted under the template (never its own ``iss``), with a
-        ``tenant`` attribute only when its tenant is on a configured list.
-        """
-        self._issuers = frozenset(issuers)
-        self._templates = templates
-        self._algorithms = frozenset(algorithms)
+    def attach(self, verifier: _Verifier, sources: tuple[_Source, ...]) -> None:
+        """Report ``verifier``: hear its events, read its cache and ``sources``' health."""
+        self._verifier = weakref.ref(verifier)
         for source in sources:
             self._sources.append((source.source, weakref.ref(source)))
-            source.observers.add(self._fetch_observer())
-
-    def engine(self, engine: Any) -> Any:
-        """``engine`` whose ``verify`` counts accepted full verifications."""
-        return _CountingEngine(engine, self)
-
-    def on_reject(self, hook: Callable[[TokenRejectedError], None] | None) -> Any:
-        """The refusal hook: count and add an event to the current span, then ``hook``."""
-
-        def rejected(error: TokenRejectedError) -> None:
-            self.refused(error)
-            if hook is not None:
-                hook(error)
-
-        return rejected
-
-    def refused(self, error: JWTError) -> None:
-        """A refusal (or keys unavailable): counted by reason, an event on the current span."""
-        self._count(("rejected", error.reason, None, None, None))
-        span = self._trace.get_current_span()
-        if span.is_recording():
-            span.add_event("grelmicro.jwt.refusal", {_REASON: error.reason})
+        _REPORTERS[verifier] = self
+        verifier.observe(self._observer())
 
     def answered(self, status: int, reason: str) -> None:
         """One refusal answered by the FastAPI dependency."""
@@ -445,39 +403,6 @@ class Reporter:
         if cell is None:
             with self._lock:
                 cell = self._counts.setdefault(key, [0])
-        return cell
-
-    def _count(self, key: tuple[str, str | None, str | None, str | None, str | None]) -> None:
-        self._cell(key)[0] += 1
-
-    def accepted(self, token: str | bytes, result: Any) -> None:
-        """An accepted full verification; ``result`` is the engine's answer."""
-        payload = result[0] if type(result) is tuple else result
-        issuer = payload.get("iss") if isinstance(payload, Mapping) else None
-        # The header segment of a token that verified names its algorithm: the
-        # few headers an issuer signs with are parsed once each.
-        header = token[: token.find(b"." if type(token) is bytes else ".")]  # type: ignore[arg-type]
-        cell = self._accepted.get((issuer, header))
-        if cell is None:
-            cell = self._accepted_cell(token, issuer, header)
-        cell[0] += 1
-
-    def _accepted_cell(self, token: str | bytes, issuer: object, header: str | bytes) -> list[int]:
-        """The counter of a new (issuer, header) pair, with attributes from bounded sets only."""
-        named = issuer if issuer in self._issuers else None  # only configured issuers
-        tenant = None
-        if named is None and isinstance(issuer, str):
-            for route in self._templates:
-                found = route.match(issuer)
-                if found is not None:
-                    named, tenant = route.name, route.bucket(found)  # a listed tenant, or None
-                    break
-        algorithm = _header_algorithm(token)
-        if algorithm not in self._algorithms:
-            algorithm = None
-        cell = self._cell(("accepted", None, named, algorithm, tenant))
-        if len(self._accepted) < _HEADERS_KEPT:  # past it, pairs are looked up each time
-            self._accepted[(issuer, header)] = cell
         return cell
 
     def observe(self, what: str) -> Iterator[tuple[float, dict[str, Any]]]:
@@ -524,107 +449,58 @@ class Reporter:
             attributes.update({name: item for name, item in named.items() if item is not None})
             yield value, attributes
 
-    # -- key fetches -------------------------------------------------------------
+    # -- events ------------------------------------------------------------------
 
-    def _fetch_observer(self) -> Callable[[Event], None]:
-        """The observer of a source's events: each ``keys.fetch`` is a count, a duration, a span.
+    def _observer(self) -> Callable[[Event], None]:
+        """The observer of the verifier's events: outcomes are counts, a fetch is a span.
 
-        The span is recorded when the fetch has ended, with its real start
-        and end times (the key source emits events; it knows no tracer).
+        ``token.accepted`` names a configured issuer, an allowed algorithm and
+        a listed tenant at most (the verifier bounds them); ``token.refused``
+        is counted by reason and is an event on the current span. A fetch
+        span is recorded when the fetch has ended, with its real start and
+        end times (the key source emits events; it knows no tracer).
         """
         trace = self._trace
         tracer = self._tracer
         fetches = self._fetches
         fetch_duration = self._fetch_duration
+        duration = self._duration
+        cell = self._cell
 
         def observe(event: Event) -> None:
-            if event.name != "keys.fetch":
-                return
+            name = event.name
             fields = event.fields
-            result = fields["result"]
-            attributes = {_OUTCOME: result, _SOURCE: event.source}
-            fetches.add(1, attributes)
-            fetch_duration.record(fields["duration"], attributes)
-            span = tracer.start_span(
-                "grelmicro.jwt.key_fetch",
-                start_time=fields["started_ns"],
-                attributes={
-                    _SOURCE: event.source,
-                    "grelmicro.jwt.discovery": bool(fields["discovery"]),
-                    _OUTCOME: result,
-                },
-            )
-            if result in ("failure", "error"):
-                span.set_status(trace.Status(trace.StatusCode.ERROR, fields.get("error") or result))
-            span.end(end_time=fields["started_ns"] + int(fields["duration"] * 1e9))
+            if name == TOKEN_ACCEPTED:
+                key = ("accepted", None, fields["issuer"], fields["algorithm"], fields["tenant"])
+                cell(key)[0] += 1
+            elif name == TOKEN_REFUSED:
+                reason = fields["reason"]
+                cell(("rejected", reason, None, None, None))[0] += 1
+                span = trace.get_current_span()
+                if span.is_recording():
+                    span.add_event("grelmicro.jwt.refusal", {_REASON: reason})
+            elif name == "keys.fetch":
+                result = fields["result"]
+                attributes = {_OUTCOME: result, _SOURCE: event.source}
+                fetches.add(1, attributes)
+                fetch_duration.record(fields["duration"], attributes)
+                span = tracer.start_span(
+                    "grelmicro.jwt.key_fetch",
+                    start_time=fields["started_ns"],
+                    attributes={
+                        _SOURCE: event.source,
+                        "grelmicro.jwt.discovery": bool(fields["discovery"]),
+                        _OUTCOME: result,
+                    },
+                )
+                if result in ("failure", "error"):
+                    error = fields.get("error") or result
+                    span.set_status(trace.Status(trace.StatusCode.ERROR, error))
+                span.end(end_time=fields["started_ns"] + int(fields["duration"] * 1e9))
+                return
+            else:
+                return
+            if duration is not None and "duration" in fields:  # a timed full verification
+                duration.record(fields["duration"])
 
         return observe
-
-
-class _CountingEngine:
-    """An engine whose ``verify`` (and ``verify_until``) count accepted tokens.
-
-    Everything else reads through to the engine. Only cache misses call it:
-    hits never leave the core.
-    """
-
-    __slots__ = ("_engine", "verify", "verify_until")
-
-    def __init__(self, engine: Any, reporter: Reporter) -> None:
-        self._engine = engine
-        self.verify_until = _counting(engine.verify_until, reporter)
-        plain = getattr(engine, "verify", None)
-        if plain is not None:  # the core engine's answer without its deadline
-            self.verify = _counting(plain, reporter)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-
-def _counting(verify: Callable[[Any, float], Any], reporter: Reporter) -> Callable[..., Any]:
-    """``verify`` that counts what it accepts, and keys found unavailable (a 503).
-
-    Token refusals are counted on the refusal path (``Reporter.on_reject``);
-    a ``KeysUnavailableError`` does not take it, so it is counted here.
-    """
-    duration = reporter._duration
-    accepted = reporter.accepted
-    refused = reporter.refused
-    if duration is None:
-
-        def counted(token: str | bytes, now: float) -> Any:
-            try:
-                result = verify(token, now)
-            except KeysUnavailableError as error:
-                if not isinstance(error, Pending):  # its outcome is reported when it ends
-                    refused(error)
-                raise
-            accepted(token, result)
-            return result
-
-        return counted
-    clock = time.perf_counter
-
-    def timed(token: str | bytes, now: float) -> Any:
-        started = clock()
-        try:
-            result = verify(token, now)
-        except KeysUnavailableError as error:
-            if not isinstance(error, Pending):  # its outcome is reported when it ends
-                refused(error)
-            raise
-        finally:
-            duration.record(clock() - started)
-        accepted(token, result)
-        return result
-
-    return timed
-
-
-def _header_algorithm(token: str | bytes) -> str | None:
-    """The ``alg`` of a token that verified (the caller bounds it to the allowed set)."""
-    try:
-        algorithm = _core.unverified_header(token).get("alg")
-    except (_core.CoreError, TypeError, ValueError):
-        return None
-    return algorithm if isinstance(algorithm, str) else None

@@ -938,7 +938,6 @@ def test_from_env_takes_the_telemetry_option(sink):
         telemetry=sink.telemetry,
     )
     verifier.verify(mint())
-    assert verifier._telemetry is not None
     assert "grelmicro.jwt.verifications" in sink.metrics()
 
 
