@@ -162,7 +162,7 @@ class KeySource(KeyState):
             if self._closed:
                 return Decision(fetch=False, why="backoff", at=math.inf), False
             flight = self._flight
-            if flight is not None and now < flight.deadline:
+            if flight is not None and not flight.orphaned(now):
                 return flight, False
             abandoned = flight
             if self._runner() is None:
@@ -208,13 +208,17 @@ class KeySource(KeyState):
         if runner == "loop":
             loop = self._loop
             assert loop is not None  # noqa: S101 - _runner said so
-            with contextlib.suppress(RuntimeError):  # closed meanwhile: the deadline replaces it
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: a thread runs it
                 # The task is created on the loop itself: a loop that closes
-                # first leaves no coroutine behind, only a flight past its deadline.
+                # first leaves no coroutine behind, only an orphaned flight
+                # (the next request that needs keys replaces it).
+                flight.loop = loop
                 loop.call_soon_threadsafe(self._start_task, flight)
                 return
+            flight.loop = None
             runner = "thread" if self.fetcher.can_fetch_sync() else None
         if runner == "here":
+            flight.loop = asyncio.get_running_loop()
             self._start_task(flight)
             return
         if runner == "thread":

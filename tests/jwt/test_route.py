@@ -1,0 +1,382 @@
+"""What serves is one value; fetches belong to their sources; a request waits for keys only so long.
+
+Each test names the defect it closes (reproduced against the previous tree,
+through the public API but for a fake monotonic timer). Real JWKS servers on
+127.0.0.1; a gate holds a fetch in flight as long as a test likes. Ordering
+is forced with events and gates, never with sleeps; nothing asserts speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import logging
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from forge import NOW, Signer, private_key
+from servers import FAST, DocumentServer, jwks_of
+from support import FakeClock, eventually
+
+from grelmicro.jwt import (
+    FetchOptions,
+    JWTVerifier,
+    KeysUnavailableError,
+    TokenRejectedError,
+    UnknownKeyError,
+)
+from grelmicro.jwt._steps import Pending
+from grelmicro.jwt.fastapi import JWTBearer
+
+JWKS = "/jwks.json"
+AUD = "https://api.example.com"
+ISS = "https://idp.example.com/"
+KEEP = {"Cache-Control": "max-age=100"}
+
+
+def mint(key: Signer, **claims: Any) -> str:
+    return key.mint({"aud": AUD, "iss": ISS, "sub": "user-1", "exp": NOW + 3600, **claims})
+
+
+@pytest.fixture
+def k1() -> Signer:
+    return private_key("ES256", kid="k1", seed=71)
+
+
+@pytest.fixture
+def k2() -> Signer:
+    return private_key("ES256", kid="k2", seed=72)
+
+
+@pytest.fixture
+def server() -> Iterator[DocumentServer]:
+    server = DocumentServer().start()
+    yield server
+    server.stop()
+
+
+class Mono:
+    """A fake monotonic clock (key timing only)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def verifier_over(
+    server: DocumentServer, mono: Mono, *, options: FetchOptions = FAST, **kw: Any
+) -> JWTVerifier:
+    return JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=dataclasses.replace(options, timer=mono),
+        clock=FakeClock(),
+        audience=AUD,
+        issuer=ISS,
+        **kw,
+    )
+
+
+def only_source(verifier: JWTVerifier) -> Any:
+    (source,) = verifier._key_sources()
+    return source
+
+
+def landed(verifier: JWTVerifier) -> None:
+    """The fetch in flight, if any, has ended (its route installed)."""
+    flight = only_source(verifier).in_flight()
+    if flight is not None:
+        assert flight.done.wait(30)
+    only_source(verifier).join()
+
+
+# -- 1. the route is one value: a new snapshot is never paired with an old core ------------
+
+
+def test_an_algorithm_migration_refuses_the_removed_key_and_says_why(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """Fail-open: new keys serving no allowed algorithm left the removed key verifying."""
+    rs = private_key("RS256", kid="r1", seed=73)
+    mono = Mono()
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    verifier = verifier_over(server, mono, algorithms=["ES256"])
+    old = mint(k1)
+    assert verifier.verify(old)["sub"] == "user-1"
+    server.set(JWKS, jwks_of(rs), headers=KEEP)  # ES256 -> RS256 at the provider
+    mono.now += 101
+    verifier.verify(mint(k1, jti="due"))  # due: the refresh runs in the background
+    landed(verifier)
+    with pytest.raises(UnknownKeyError):  # the removed key, cached result included
+        verifier.verify(old)
+    health = verifier.health()
+    assert not health.ready
+    assert health.config_error is not None
+    assert "no key serves ES256; the provider offers RS256" in health.config_error
+    assert "configuration error" in health.problem
+    assert verifier.algorithms == ()
+    # A token of the new key is refused for its algorithm, at once.
+    with pytest.raises(TokenRejectedError):
+        verifier.verify(rs.mint({"aud": AUD, "iss": ISS, "sub": "u", "exp": NOW + 60}))
+    ready = asyncio.run(JWTBearer(verifier).readiness())
+    assert ready.status_code == 503
+    # Nine refreshes later, far past the bound: still refused, still not ready.
+    for _ in range(9):
+        mono.now += 101
+        with pytest.raises(TokenRejectedError):
+            verifier.verify(mint(k1, jti=f"later{mono.now}"))
+        landed(verifier)
+    assert not verifier.health().ready
+    verifier.close()
+
+
+def test_keys_serving_no_allowed_algorithm_at_the_first_load_are_a_401_and_not_ready(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """At start-up the same desync answered every request 503 while readiness said 200."""
+    rs = private_key("RS256", kid="r1", seed=73)
+    server.set(JWKS, jwks_of(rs), headers=KEEP)
+    mono = Mono()
+    verifier = verifier_over(server, mono, algorithms=["ES256"])
+    with pytest.raises(UnknownKeyError):
+        verifier.verify(mint(k1))
+    health = verifier.health()
+    assert (health.ready, health.key_count) == (False, 1)
+    assert "no key serves ES256" in (health.config_error or "")
+    # The provider publishes an ES256 key: the next token naming it is served.
+    server.set(JWKS, jwks_of(k1, rs), headers=KEEP)
+    mono.now += 2  # past the unknown-kid pace
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    assert verifier.health().ready
+    verifier.close()
+
+
+# -- 2. fetches belong to their source -------------------------------------------------
+
+
+def test_a_fetch_left_by_a_loop_that_closed_does_not_hold_the_next_request(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """A fetch handed to a loop that closed first stayed "in flight" for ever (164 s, 503)."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    mono = Mono()
+    verifier = verifier_over(server, mono, options=dataclasses.replace(FAST, key_wait=20))
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        await verifier.start()  # the source's runner is this loop from now on
+        server.set(JWKS, jwks_of(k1, k2), headers=KEEP)
+        with pytest.raises(Pending):  # a sync call on the loop: handed to the loop
+            verifier.verify(mint(k2))
+
+    loop.run_until_complete(main())
+    left = only_source(verifier).in_flight()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the loop's tasks die unfinished, as in such apps
+        loop.close()
+        gc.collect()
+    assert left is not None
+    assert not left.done.is_set()  # the scenario: nobody will end it
+    # The next request replaces it (a library thread runs the new fetch) and is served.
+    assert verifier.verify(mint(k2))["sub"] == "user-1"
+    assert left.done.is_set()  # its waiters were let go
+    verifier.close()
+
+
+def test_cancelling_a_waiter_cancels_nothing_else(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """The leader ran the fetch in its own task: a disconnect cancelled it for everyone."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    verifier = verifier_over(server, Mono(), options=dataclasses.replace(FAST, key_wait=30))
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
+    source = only_source(verifier)
+
+    async def main() -> None:
+        first = asyncio.create_task(verifier.verify_async(mint(k2, jti="a")))
+        second = asyncio.create_task(verifier.verify_async(mint(k2, jti="b")))
+        while source.parking.count < 2:  # both wait for the one fetch
+            await asyncio.sleep(0)
+        first.cancel()  # a client disconnect, a timeout middleware
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        gate.set()
+        assert (await second)["sub"] == "user-1"
+
+    asyncio.run(main())
+    assert server.count(JWKS) == 2  # one load, one fetch for the new kid
+    verifier.close()
+
+
+def test_a_sync_caller_with_only_an_async_client_spends_no_pace_and_uses_the_apps_loop(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """No fetch ever happened from that path, and each try spent the unknown-kid pace."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    client = httpx.AsyncClient()
+    verifier = verifier_over(server, Mono(), client=client)
+    assert asyncio.run(verifier.verify_async(mint(k1)))["sub"] == "user-1"
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP)
+    with pytest.raises(KeysUnavailableError) as caught:  # no loop of the source runs
+        verifier.verify(mint(k2))
+    assert caught.value.wait == "no-sync-client"
+    assert server.count(JWKS) == 1
+    # No pace was spent: an async caller at the same instant fetches at once.
+    assert asyncio.run(verifier.verify_async(mint(k2, jti="async")))["sub"] == "user-1"
+
+    # The app's loop runs start() in another thread: a sync caller's fetch runs there.
+    k3 = private_key("ES256", kid="k3", seed=74)
+    server.set(JWKS, jwks_of(k1, k2, k3), headers=KEEP)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run_loop() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(verifier.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run_loop, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    only_source(verifier).schedule._kid_last = -1e9  # the async caller's fetch: paced out
+    try:
+        assert verifier.verify(mint(k3))["sub"] == "user-1"
+    finally:
+        asyncio.run_coroutine_threadsafe(verifier.aclose(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+        asyncio.run(client.aclose())
+
+
+# -- 3. a bounded wait -----------------------------------------------------------------
+
+
+def test_a_slow_provider_answers_503_within_key_wait_and_the_next_request_is_served(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """A request waited up to four back-to-back fetches (p50 18 s), then 503 anyway."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    mono = Mono()
+    verifier = verifier_over(server, mono, options=dataclasses.replace(FAST, key_wait=0))
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
+    with pytest.raises(KeysUnavailableError) as caught:
+        verifier.verify(mint(k2))
+    assert caught.value.wait == "fetch-in-flight"
+    assert caught.value.retry_after is not None
+    assert only_source(verifier).in_flight() is not None  # the fetch goes on without it
+    gate.set()
+    landed(verifier)
+    assert verifier.verify(mint(k2))["sub"] == "user-1"  # the next one after it lands
+    assert server.count(JWKS) == 2
+    verifier.close()
+
+
+def test_the_requests_waiting_for_keys_are_bounded(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """750 requests parked while the provider timed out (RSS 55 -> 95 MiB)."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    options = dataclasses.replace(FAST, key_wait=30, max_waiters=2)
+    verifier = verifier_over(server, Mono(), options=options)
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
+    source = only_source(verifier)
+    answers: list[Any] = []
+
+    def wait_for_key(jti: str) -> None:
+        answers.append(verifier.verify(mint(k2, jti=jti))["sub"])
+
+    threads = [threading.Thread(target=wait_for_key, args=(f"t{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    eventually(lambda: source.parking.count == 2, "two requests parked")
+    with pytest.raises(KeysUnavailableError) as caught:  # the third is answered at once
+        verifier.verify(mint(k2, jti="third"))
+    assert caught.value.wait == "waiters"
+    assert verifier.verify(mint(k1, jti="known"))["sub"] == "user-1"  # known keys: no wait
+    gate.set()
+    for thread in threads:
+        thread.join(30)
+    assert answers == ["user-1", "user-1"]
+    assert source.parking.count == 0
+    verifier.close()
+
+
+def test_a_flight_past_its_deadline_is_replaced(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """need() joined any registered flight, whatever its age."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    mono = Mono()
+    verifier = verifier_over(server, mono, options=dataclasses.replace(FAST, key_wait=0))
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    hung = threading.Event()  # never set: this answer never comes (until the server stops)
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=hung)
+    with pytest.raises(KeysUnavailableError):
+        verifier.verify(mint(k2))
+    stuck = only_source(verifier).in_flight()
+    assert stuck is not None
+    mono.now += FAST.wait_limit() + 1  # past its deadline
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP)
+    with pytest.raises(KeysUnavailableError):  # key_wait 0: answered at once, fetch replaced
+        verifier.verify(mint(k2, jti="again"))
+    fresh = only_source(verifier).in_flight()
+    assert fresh is not None and fresh is not stuck
+    assert fresh.done.wait(30)
+    assert verifier.verify(mint(k2, jti="served"))["sub"] == "user-1"
+    verifier.close()
+
+
+# -- 4. smaller items ------------------------------------------------------------------
+
+
+def test_a_token_that_waited_for_keys_is_cached(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """JWTVerifier._finish built Claims and never stored them: every rotation re-verified."""
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    verifier = verifier_over(server, Mono(), cache_stats=True)
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP)
+    token = mint(k2)
+    assert asyncio.run(verifier.verify_async(token))["sub"] == "user-1"  # waited on the loop
+    hits = verifier.cache_info().hits
+    assert verifier.verify(token)["sub"] == "user-1"
+    assert verifier.cache_info().hits == (hits or 0) + 1
+    verifier.close()
+
+
+def test_a_logging_filter_that_raises_does_not_stop_keys_being_installed(
+    server: DocumentServer, k1: Signer
+) -> None:
+    """The fetch event went out before the snapshot was installed, through the failing logger."""
+
+    class Broken(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            raise RuntimeError("a broken filter")
+
+    logger = logging.getLogger("grelmicro.jwt")
+    broken = Broken()
+    logger.addFilter(broken)
+    try:
+        server.set(JWKS, jwks_of(k1), headers=KEEP)
+        verifier = verifier_over(server, Mono())
+        assert verifier.verify(mint(k1))["sub"] == "user-1"
+        assert verifier.health().ready
+    finally:
+        logger.removeFilter(broken)
+    verifier.close()
