@@ -255,7 +255,7 @@ def at_fork_child(hook: Callable[[], None]) -> None:
     key = next(_FORK_KEYS)
     ref: Callable[[], Callable[[], None] | None]
     if hasattr(hook, "__self__") and hasattr(hook, "__func__"):
-        ref = weakref.WeakMethod(hook, lambda _: _FORK_HOOKS.pop(key, None))  # type: ignore[arg-type]
+        ref = weakref.WeakMethod(hook, lambda _: _FORK_HOOKS.pop(key, None))
     else:
 
         def ref() -> Callable[[], None]:
