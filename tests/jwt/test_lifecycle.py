@@ -9,13 +9,19 @@ never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
+from servers import FAST
 
 from grelmicro.jwt import _lifecycle
+from grelmicro.jwt._http import Clients, get_sync
 
 #: What a test waits for at most (a hang guard, never a speed assertion).
 GUARD = 10.0
@@ -181,3 +187,135 @@ def test_join_off_loop_keeps_the_event_loop_running(registry: Any) -> None:
 
 def test_join_off_loop_with_nothing_alive_answers_at_once(registry: Any) -> None:
     assert asyncio.run(_lifecycle.join_off_loop([threading.Thread()], GUARD))
+
+
+# -- after fork -------------------------------------------------------------------------
+
+
+class PeerServer:
+    """An HTTP server on 127.0.0.1 that records the client address of every request."""
+
+    def __init__(self) -> None:
+        self.peers: list[tuple[str, int]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: a client may reuse its connection
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.peers.append(self.client_address)
+                body = json.dumps({"keys": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(GUARD)
+
+
+@pytest.fixture
+def peer_server() -> Iterator[PeerServer]:
+    server = PeerServer()
+    yield server
+    server.stop()
+
+
+def in_child(work: Callable[[], bytes]) -> bytes:
+    """Fork; the child runs ``work`` and sends back what it returns; the parent reads it."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read)
+            try:
+                answer = work()
+            except BaseException as exc:  # the parent reports it
+                answer = f"error: {exc!r}".encode()
+            os.write(write, answer)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
+FORK = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+MULTI_THREADED_FORK = pytest.mark.filterwarnings(
+    "ignore:This process .* is multi-threaded:DeprecationWarning"
+)
+
+
+@FORK
+@MULTI_THREADED_FORK
+def test_a_forked_child_fetches_on_a_connection_of_its_own(peer_server: PeerServer) -> None:
+    """gunicorn --preload: children wrote on the parent's keep-alive socket.
+
+    Two processes on one connection interleave their requests and read each
+    other's answers. The child now opens its own connection; the parent
+    keeps its own.
+    """
+    clients = Clients(None, FAST)
+    get_sync(clients.sync(), peer_server.url(), FAST)  # the parent's keep-alive connection
+    (parent,) = peer_server.peers
+
+    def fetch() -> bytes:
+        get_sync(clients.sync(), peer_server.url(), FAST)
+        return b"fetched"
+
+    assert in_child(fetch) == b"fetched"
+    child = peer_server.peers[1]
+    assert child != parent  # a new connection (another client port)
+    get_sync(clients.sync(), peer_server.url(), FAST)
+    assert peer_server.peers[2] == parent  # the parent's connection is still open and its own
+    clients.close()
+
+
+@FORK
+@MULTI_THREADED_FORK
+def test_a_forked_child_keeps_the_client_the_user_gave(peer_server: PeerServer) -> None:
+    with httpx.Client() as user:
+        clients = Clients(user, FAST)
+
+        def same() -> bytes:
+            return b"same" if clients.sync() is user else b"other"
+
+        assert in_child(same) == b"same"
+
+
+@FORK
+@MULTI_THREADED_FORK
+def test_at_fork_child_hooks_run_in_the_child_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_lifecycle, "_FORK_HOOKS", {})
+    calls: list[str] = []
+
+    class Holder:
+        def renew(self) -> None:
+            calls.append("method")
+
+    holder = Holder()
+    _lifecycle.at_fork_child(lambda: calls.append("function"))
+    _lifecycle.at_fork_child(holder.renew)
+    gone = Holder()
+    _lifecycle.at_fork_child(gone.renew)
+    del gone  # held weakly: no call, no entry left
+
+    assert len(_lifecycle._FORK_HOOKS) == 2
+    assert in_child(lambda: ",".join(calls).encode()) == b"function,method"
+    assert calls == []
