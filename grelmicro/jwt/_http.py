@@ -346,7 +346,12 @@ _HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
 
 
 class Clients:
-    """The httpx clients of a verifier: the user's, or ours (closed by us)."""
+    """The httpx clients of a verifier: the user's, or ours (closed by us).
+
+    Ours are opened on first use. A forked child drops them (it must not
+    write on its parent's keep-alive connections) and opens its own on its
+    first fetch; a client the user gave stays the user's, in both.
+    """
 
     def __init__(self, client: object, options: FetchOptions) -> None:
         if client is not None and not isinstance(client, (httpx.Client, httpx.AsyncClient)):
@@ -355,7 +360,10 @@ class Clients:
         self._timeout = options.timeout()
         self._own_sync: httpx.Client | None = None
         self._own_async: httpx.AsyncClient | None = None
+        self._closer: weakref.finalize[Any, Any] | None = None
         self._lock = threading.Lock()
+        if client is None:
+            _lifecycle.at_fork_child(self.after_fork)  # held weakly
 
     def can_sync(self) -> bool:
         """Whether :meth:`sync` gives a client (without opening one)."""
@@ -369,7 +377,7 @@ class Clients:
             if self._own_sync is None:
                 self._own_sync = httpx.Client(timeout=self._timeout, follow_redirects=False)
                 # A verifier dropped without close() does not leak its sockets.
-                weakref.finalize(self, self._own_sync.close)
+                self._closer = weakref.finalize(self, self._own_sync.close)
             return self._own_sync
 
     def async_(self) -> httpx.AsyncClient | None:
@@ -381,13 +389,31 @@ class Clients:
                 self._own_async = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
             return self._own_async
 
+    def after_fork(self) -> None:
+        """In a forked child: forget our clients, without closing them; the next use opens new ones.
+
+        Closing would end the parent's connections too (they are the
+        parent's); the child only lets go of them. A user's client is kept.
+        """
+        self._lock = threading.Lock()
+        if self._closer is not None:
+            self._closer.detach()  # the child's exit must not close the parent's client
+            self._closer = None
+        self._own_sync = None
+        self._own_async = None
+
     def close(self) -> None:
+        """Close our sync client (a later fetch opens another)."""
         with self._lock:
             own, self._own_sync = self._own_sync, None
+            closer, self._closer = self._closer, None
+        if closer is not None:
+            closer.detach()
         if own is not None:
             own.close()
 
     async def aclose(self) -> None:
+        """Close both of our clients."""
         self.close()
         with self._lock:
             own, self._own_async = self._own_async, None

@@ -16,11 +16,16 @@ staleness bound when only cache hits come.
 - **After fork** (``os.register_at_fork``): the child has none of the
   parent's threads; it gets fresh locks, an empty registry and a watcher
   that starts again on demand, and each live source forgets its fetch in
-  flight.
+  flight. Other modules renew their own state (a module-level lock, the
+  HTTP clients the library opened) with :func:`at_fork_child`.
+
+Joining blocks, so it never happens on an event loop: :func:`join_off_loop`
+joins on a library thread and awaits the result.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import heapq
@@ -31,10 +36,22 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-__all__ = ["BoundWatch", "Stoppable", "closing", "register", "spawn", "stop_all", "track_stream"]
+__all__ = [
+    "BoundWatch",
+    "Stoppable",
+    "at_fork_child",
+    "at_stop",
+    "closing",
+    "join_all",
+    "join_off_loop",
+    "register",
+    "spawn",
+    "stop_all",
+    "track_stream",
+]
 
 logger = logging.getLogger("grelmicro.jwt")
 
@@ -61,6 +78,7 @@ class _Registry:
         self.threads: set[threading.Thread] = set()
         self.streams: set[Any] = set()
         self.sources: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.stop_hooks: list[Callable[[], None]] = []
         self.closing = False
 
 
@@ -89,13 +107,68 @@ def spawn(target: Callable[[], None], name: str) -> threading.Thread | None:
             with state.lock:
                 state.threads.discard(threading.current_thread())
 
+    # Registered and started in one step under the lock: stop_all() never
+    # sees a thread it cannot join yet (joining one not started raises).
     with state.lock:
         if state.closing:
             return None
         thread = threading.Thread(target=run, name=name, daemon=True)
         state.threads.add(thread)
-    thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            state.threads.discard(thread)
+            raise
     return thread
+
+
+def join_all(threads: Iterable[threading.Thread], timeout: float) -> bool:
+    """Join each of ``threads``, ``timeout`` seconds in all; True when every one ended.
+
+    Tolerates anything: the current thread, a thread never started, a join
+    that raises. Every thread gets its turn, even after one failed.
+    """
+    deadline = time.monotonic() + timeout
+    current = threading.current_thread()
+    ended = True
+    for thread in threads:
+        if thread is current:
+            continue
+        try:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        except Exception:  # noqa: BLE001 - not started, or a subclass' bug: join the rest
+            ended = False
+            continue
+        ended = ended and not thread.is_alive()
+    return ended
+
+
+async def join_off_loop(threads: Iterable[threading.Thread], timeout: float) -> bool:
+    """:func:`join_all` without blocking the running event loop; True when every one ended.
+
+    The joining runs on a library thread (so the exit hook joins it too);
+    the loop only awaits its answer. Cancelling the caller leaves the
+    joiner to end on its own, within ``timeout``.
+    """
+    current = threading.current_thread()
+    pending = [thread for thread in threads if thread is not current and thread.is_alive()]
+    if not pending:
+        return True
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bool] = loop.create_future()
+
+    def settle(ended: bool) -> None:
+        if not answer.done():
+            answer.set_result(ended)
+
+    def run() -> None:
+        ended = join_all(pending, timeout)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, ended)
+
+    if spawn(run, "grelmicro-jwks-join") is None:
+        return False  # the interpreter exits: the exit hook joins them
+    return await answer
 
 
 @contextlib.contextmanager
@@ -132,24 +205,69 @@ def shut(stream: Any) -> None:
 
 
 def stop_all(join: float = EXIT_JOIN) -> None:
-    """Stop every source and join every library thread (the exit hook)."""
+    """Stop every source and join every library thread, ``join`` s in all (the exit hook).
+
+    Nothing a source, a stream or a hook does (raise, say) keeps the rest
+    from being stopped or any thread from being joined.
+    """
     state = _STATE
     with state.lock:
         state.closing = True
         sources = list(state.sources)
         streams = list(state.streams)
+        hooks = list(state.stop_hooks)
     for source in sources:
         with contextlib.suppress(Exception):
             source.stop()
     for holder in streams:
-        holder.shut()
-    BOUNDS.stop()
-    deadline = time.monotonic() + join
-    with state.lock:
+        with contextlib.suppress(Exception):
+            holder.shut()
+    with contextlib.suppress(Exception):
+        BOUNDS.stop()
+    for hook in hooks:
+        with contextlib.suppress(Exception):
+            hook()
+    with state.lock:  # no thread starts from now on (closing): this is all of them
         threads = list(state.threads)
-    for thread in threads:
-        if thread is not threading.current_thread():
-            thread.join(max(deadline - time.monotonic(), 0.0))
+    join_all(threads, join)
+
+
+def at_stop(hook: Callable[[], None]) -> None:
+    """Call ``hook`` at exit, after the sources stop and before the threads are joined.
+
+    A hook tells its own library thread to end (it is then joined with the
+    others); it must not block.
+    """
+    with _STATE.lock:
+        _STATE.stop_hooks.append(hook)
+
+
+def at_fork_child(hook: Callable[[], None]) -> None:
+    """Call ``hook`` in a forked child, before any other code of the child runs.
+
+    For what a child must not share with its parent: a module-level lock
+    (a parent's thread may have held it at the fork, and no thread of the
+    child will ever release it), a connection pool, a thread's handle. A
+    bound method is held weakly (its object may go); a function strongly.
+    Hooks run in registration order; one that raises does not stop the
+    others.
+    """
+    key = next(_FORK_KEYS)
+    ref: Callable[[], Callable[[], None] | None]
+    if hasattr(hook, "__self__") and hasattr(hook, "__func__"):
+        ref = weakref.WeakMethod(hook, lambda _: _FORK_HOOKS.pop(key, None))
+    else:
+
+        def ref() -> Callable[[], None]:
+            return hook
+
+    _FORK_HOOKS[key] = ref
+
+
+#: ``at_fork_child`` hooks, by registration order (a dict: a dead weak
+#: method removes its own entry, without a lock a fork could leave held).
+_FORK_HOOKS: dict[int, Callable[[], Callable[[], None] | None]] = {}
+_FORK_KEYS = itertools.count()
 
 
 def _after_fork_in_child() -> None:
@@ -157,7 +275,13 @@ def _after_fork_in_child() -> None:
     old = _STATE
     _STATE = _Registry()
     _STATE.sources = old.sources
+    _STATE.stop_hooks = old.stop_hooks
     BOUNDS.reset()
+    for ref in list(_FORK_HOOKS.values()):
+        hook = ref()
+        if hook is not None:
+            with contextlib.suppress(Exception):
+                hook()
     for source in list(old.sources):
         with contextlib.suppress(Exception):
             source.after_fork()

@@ -16,9 +16,49 @@ from typing import Any
 import pytest
 from forge import ASYMMETRIC, NOW, SECRET, Signer, hmac_key, private_key
 from servers import DocumentServer
-from support import FakeClock
+from support import HANG_GUARD, FakeClock
 
-from grelmicro.jwt import JWTVerifier, Key, _keys
+from grelmicro.jwt import JWTVerifier, Key, _events, _keys
+
+
+class HeardLogCapture(pytest.LogCaptureFixture):
+    """pytest's ``caplog`` whose every read first waits for the events still queued.
+
+    An event emitted on an event loop thread is logged by the library's
+    dispatcher thread (``grelmicro.jwt._events``): a test that reads the log
+    right after an async action reads it once those events were heard.
+    """
+
+    def get_records(self, when: Any) -> list[Any]:
+        assert _events.flush(HANG_GUARD)
+        return super().get_records(when)
+
+    @property
+    def records(self) -> list[Any]:
+        assert _events.flush(HANG_GUARD)
+        return super().records
+
+    @property
+    def text(self) -> str:
+        assert _events.flush(HANG_GUARD)
+        return super().text
+
+    @property
+    def record_tuples(self) -> list[tuple[str, int, str]]:
+        assert _events.flush(HANG_GUARD)
+        return super().record_tuples
+
+    @property
+    def messages(self) -> list[str]:
+        assert _events.flush(HANG_GUARD)
+        return super().messages
+
+
+@pytest.fixture
+def caplog(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """pytest's own ``caplog``, read as :class:`HeardLogCapture`."""
+    caplog.__class__ = HeardLogCapture
+    return caplog
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, SECRET, hmac_key, private_key, tamper
 from servers import DocumentServer, jwks_of, serve
+from support import HANG_GUARD
 
 from grelmicro.jwt import (
     Claims,
@@ -33,6 +34,7 @@ from grelmicro.jwt import (
     Key,
     KeysUnavailableError,
     TokenRejectedError,
+    _events,
 )
 from grelmicro.jwt.errors import REASONS
 from grelmicro.jwt.fastapi import JWTBearer
@@ -70,6 +72,7 @@ class Sinks:
     def metrics(self) -> dict[str, tuple[str, list[tuple[dict[str, Any], Any]]]]:
         """name -> (unit, [(attributes, value or histogram count)])."""
         found: dict[str, tuple[str, list[tuple[dict[str, Any], Any]]]] = {}
+        assert _events.flush(HANG_GUARD)  # what the loop handed to the observers, heard
         data = self.reader.get_metrics_data()
         for resource in data.resource_metrics if data else ():
             for scope in resource.scope_metrics:
@@ -86,6 +89,7 @@ class Sinks:
         return found
 
     def finished(self) -> list[ReadableSpan]:
+        assert _events.flush(HANG_GUARD)
         return list(self.spans.get_finished_spans())
 
 
