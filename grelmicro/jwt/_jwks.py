@@ -165,6 +165,8 @@ class KeySource(KeyState):
             if flight is not None and not flight.orphaned(now):
                 return flight, False
             abandoned = flight
+            if flight is not None:  # orphaned: it never ended, its pace is given back
+                self.schedule.abandoned(flight.started, flight.why)
             if self._runner() is None:
                 return Decision(fetch=False, why="no-sync-client", at=math.inf), False
             decision = self.schedule.may_fetch(now, unknown_kid=why == "unknown-kid")

@@ -196,6 +196,11 @@ class Schedule:
         if decision.why == "unknown-kid":
             self._kid_last = now
 
+    def abandoned(self, started: float, why: str) -> None:
+        """A fetch that started at ``started`` never ended (its runner is gone): pace given back."""
+        if why == "unknown-kid" and self._kid_last == started:
+            self._kid_last = -math.inf
+
     def succeeded(
         self,
         *,

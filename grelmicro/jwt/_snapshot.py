@@ -75,7 +75,16 @@ class Flight:
     it brings carries as ``fetched_at``.
     """
 
-    __slots__ = ("deadline", "done", "loop", "running", "started", "started_ns", "waiters", "why")
+    __slots__ = (
+        "deadline",
+        "done",
+        "loop",
+        "running",
+        "started",
+        "started_ns",
+        "waiters",
+        "why",
+    )
 
     def __init__(self, started: float, why: str, deadline: float = math.inf) -> None:
         self.started = started
@@ -84,11 +93,11 @@ class Flight:
         self.started_ns = time.time_ns()  # for a trace span, after the fact
         self.why = why
         self.done = threading.Event()
-        self.running = False  # the leader took it (a thread or a task runs it)
+        self.running = False  # handed to a runner (a thread or a task runs it)
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def orphaned(self, now: float) -> bool:
-        """Nobody will end it: past its deadline, or its loop closed (before or while running it)."""
+        """Nobody will end it: past its deadline, or the loop that runs it closed."""
         loop = self.loop
         return now >= self.deadline or (loop is not None and loop.is_closed())
 

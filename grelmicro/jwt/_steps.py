@@ -48,23 +48,15 @@ class Pending(KeysUnavailableError):  # noqa: N818 - a step of the flow, not a f
         super().__init__("the keys this token needs are being fetched")
         self.token = token  # for the outcome's report and the cache; never in a message
         self.now = now  # the claims time the steps check against
-        self.cache: Any = None  # the TokenCache the token came through (bind)
         self.steps = steps
         self.first = wait
         self.retry_after = 1.0
         self.wait = "fetch-in-flight"
         self._finish: Callable[[Pending], Awaitable[Any]] | None = None
 
-    def bind(self, finish: Callable[[Pending], Awaitable[Any]], cache: Any = None) -> None:
-        """How the verifier finishes it: drive, build the claims, store them, report once.
-
-        ``cache`` is where the answer is kept: the cache the token came
-        through, taken before any wait. The route it is read from is as new
-        as that cache or newer, so an answer never lands in a cache that
-        newer keys than its own emptied (a replaced cache just drops it).
-        """
+    def bind(self, finish: Callable[[Pending], Awaitable[Any]]) -> None:
+        """How the verifier finishes it: drive, build the claims, store them, report once."""
         self._finish = finish
-        self.cache = cache
 
     async def finish(self) -> Any:
         """Wait for the fetch and return the claims (or raise the final refusal)."""
@@ -95,10 +87,19 @@ def drive_sync(steps: Steps, token: str | bytes, now: float = 0.0) -> Result:
         return done.value  # type: ignore[no-any-return]
 
 
-async def drive_async(steps: Steps, wait: Wait) -> Result:
-    """Run ``steps`` on this event loop, from ``wait`` on."""
+async def drive_async(
+    steps: Steps, wait: Wait | KeyWait, before_step: Callable[[], None] | None = None
+) -> Result:
+    """Run ``steps`` on this event loop, from ``wait`` on.
+
+    ``before_step`` runs right before each resumption (the verifier notes
+    which route the last step read from).
+    """
     try:
         while True:
-            wait = steps.send(await wait.wait_async())
+            sent = await wait.wait_async()
+            if before_step is not None:
+                before_step()
+            wait = steps.send(sent)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]

@@ -162,7 +162,6 @@ def _refusal(
     clock: Clock,
     finish: Callable[[Pending], Any] | None = None,
     outcomes: Outcomes | None = None,
-    cache_of: Callable[[], TokenCache | None] | None = None,
 ) -> Callable[[BaseException, object], NoReturn]:
     """What ``verify`` raises instead of a failure of the core call.
 
@@ -175,9 +174,7 @@ def _refusal(
 
     def refuse(error: BaseException, now: object) -> NoReturn:
         if isinstance(error, Pending) and finish is not None:
-            # verify_async and the FastAPI dependency finish it; its answer goes
-            # to the cache the token came through (taken now, before any wait).
-            error.bind(finish, None if cache_of is None else cache_of())
+            error.bind(finish)  # verify_async and the FastAPI dependency finish it
             raise error
         if isinstance(error, KeysUnavailableError) and outcomes is not None:
             outcomes.refused(error)  # a 503 (a Pending's outcome is reported when it ends)
@@ -218,17 +215,6 @@ def _finisher(verifier: JWTVerifier) -> Callable[[Pending], Any]:
         return await target._finish(pending)
 
     return finish
-
-
-def _cache_of(verifier: JWTVerifier) -> Callable[[], TokenCache | None]:
-    """The verifier's current cache (held weakly)."""
-    ref = weakref.ref(verifier)
-
-    def cache() -> TokenCache | None:
-        target = ref()
-        return None if target is None else target._cache
-
-    return cache
 
 
 def _weak_call(verifier: JWTVerifier, method: Callable[[JWTVerifier], None]) -> Callable[[], None]:
@@ -600,9 +586,7 @@ class JWTVerifier:
                 _core.VerifyCall(
                     route,
                     clock=self._clock,
-                    refuse=_refusal(
-                        self._hook, self._clock, _finisher(self), self._outcomes, _cache_of(self)
-                    ),
+                    refuse=_refusal(self._hook, self._clock, _finisher(self), self._outcomes),
                     signature=_SIGNATURE,
                 ),
             )
@@ -668,8 +652,14 @@ class JWTVerifier:
     async def _finish(self, pending: Pending) -> Claims:
         """Drive a :class:`Pending` miss to its end; report the outcome once."""
         outcomes = self._outcomes
+        router = self._router
+        read: list[int] = []  # the route epoch before the last step ran
+
+        def note() -> None:
+            read[:] = [router.route.epoch] if router is not None else []
+
         try:
-            result = await drive_async(pending.steps, pending.first)
+            result = await drive_async(pending.steps, pending.first, note)
         except _core.CoreError as exc:
             raise _rejected(exc, self._hook) from None
         except KeysUnavailableError as exc:
@@ -680,10 +670,23 @@ class JWTVerifier:
         if outcomes.announce_accepted:
             outcomes.accepted(pending.token, result)
         claims = Claims(result[0])
-        if pending.cache is not None:
-            # Stored like any miss: the next request with this token is a hit.
-            pending.cache.store(pending.token, claims, result[0], result[1], pending.now)
+        self._keep(pending, claims, result, read)
         return claims
+
+    def _keep(self, pending: Pending, claims: Claims, result: Any, read: list[int]) -> None:
+        """Store a waited answer like any miss (the next request with it is a hit).
+
+        Only in the cache of the route it was read from: when no route that
+        dropped the cache came between the last step and the store, the
+        current cache is that route's; otherwise the answer is not kept.
+        """
+        router = self._router
+        if router is None or not read:
+            return
+        cache = self._cache
+        if cache is None or router.route.epoch != read[0]:
+            return
+        cache.store(pending.token, claims, result[0], result[1], pending.now)
 
     def observe(self, observer: Observer) -> None:
         """Let ``observer`` hear this verifier's events from now on.
