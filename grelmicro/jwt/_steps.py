@@ -44,7 +44,7 @@ class Pending(KeysUnavailableError):  # noqa: N818 - a step of the flow, not a f
     raises the final refusal; a caller that cannot await gets a plain 503.
     """
 
-    def __init__(self, steps: Steps, wait: Wait, token: str | bytes, now: float) -> None:
+    def __init__(self, steps: Steps, wait: Wait | KeyWait, token: str | bytes, now: float) -> None:
         super().__init__("the keys this token needs are being fetched")
         self.token = token  # for the outcome's report and the cache; never in a message
         self.now = now  # the claims time the steps check against
