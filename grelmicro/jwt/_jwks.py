@@ -33,14 +33,15 @@ import time
 from collections.abc import Callable
 
 from grelmicro.jwt import _lifecycle
-from grelmicro.jwt._events import Event
+from grelmicro.jwt._events import Event, Observers
 from grelmicro.jwt._fetch import Fetched, Fetcher
-from grelmicro.jwt._health import KeySourceHealth, Waiting
+from grelmicro.jwt._health import KeySourceHealth
 from grelmicro.jwt._http import Clients, FetchError, FetchOptions
 from grelmicro.jwt._keystate import KeyState
-from grelmicro.jwt._schedule import Decision
+from grelmicro.jwt._schedule import Decision, Schedule
 from grelmicro.jwt._snapshot import Flight, KeyWait, Parking, Snapshot
 from grelmicro.jwt._steps import on_event_loop
+from grelmicro.jwt.errors import KeysUnavailableError
 
 __all__ = ["FetchOptions", "KeySource", "KeySourceHealth"]
 
@@ -50,12 +51,15 @@ Timer = Callable[[], float]
 CHANGES = frozenset({"keys.loaded", "keys.refreshed", "keys.withdrawn"})
 
 
-class KeySource(KeyState):
+class KeySource:
     """Keys from one JWKS URL (or from an issuer's discovery document).
 
     ``timer`` is the monotonic clock every schedule decision runs on
     (``time.monotonic``; tests pass a fake one). ``wall`` (the verifier's
-    clock) only dates what :meth:`health` shows people.
+    clock) only dates what :meth:`health` shows people. Its state is a
+    value it holds, :attr:`state` (a :class:`KeyState`): the snapshot, the
+    schedule, the counters and the transitions; the source adds the fetch,
+    its runner and the lifecycle.
     """
 
     def __init__(
@@ -70,7 +74,10 @@ class KeySource(KeyState):
         wall: Timer = time.time,
         issuer: str | None = None,
     ) -> None:
-        super().__init__(options, timer=timer, wall=wall)
+        observers = Observers()
+        self.options = options
+        self.timer = timer
+        self.wall = wall
         self.fetcher = Fetcher(
             jwks_url=jwks_url,
             discover=discover,
@@ -78,7 +85,15 @@ class KeySource(KeyState):
             options=options,
             clients=clients,
             allow_insecure_loopback=allow_insecure_loopback,
-            emit=self.observers.emit,
+            emit=observers.emit,
+        )
+        self.state = KeyState(
+            options,
+            named=self.fetcher,
+            observers=observers,
+            on_keys=self._watch_bound,
+            timer=timer,
+            wall=wall,
         )
         self._flight: Flight | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop start() ran on
@@ -87,6 +102,53 @@ class KeySource(KeyState):
         self._threads: set[threading.Thread] = set()
         self._background: asyncio.Task[None] | None = None
         _lifecycle.register(self)
+
+    # -- the state it holds ---------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The keys now (the newest generation published)."""
+        return self.state.snapshot
+
+    @property
+    def schedule(self) -> Schedule:
+        """When to fetch (pure, monotonic)."""
+        return self.state.schedule
+
+    @property
+    def observers(self) -> Observers:
+        """Who hears this source's events."""
+        return self.state.observers
+
+    @property
+    def _lock(self) -> threading.Lock:
+        return self.state.lock
+
+    @property
+    def _closed(self) -> bool:
+        return self.state.closed
+
+    @_closed.setter
+    def _closed(self, value: bool) -> None:
+        self.state.closed = value
+
+    def on_publish(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after each new snapshot, holding no lock (see :class:`KeyState`)."""
+        self.state.on_publish(callback)
+
+    def check_bound(self) -> None:
+        """Past the bound, withdraw the last good keys."""
+        self.state.check_bound()
+
+    def note_stale_use(self, now: float) -> None:
+        """A verification served by keys past their expiry."""
+        self.state.note_stale_use(now)
+
+    def unavailable(
+        self, decision: Decision | None, *, unknown_kid: bool, full: bool = False
+    ) -> KeysUnavailableError:
+        """The 503 for a token that cannot be answered now (see :meth:`KeyState.unavailable`)."""
+        return self.state.unavailable(decision, unknown_kid=unknown_kid, full=full)
 
     @property
     def name(self) -> str:
@@ -249,7 +311,7 @@ class KeySource(KeyState):
                 fetched: Fetched | FetchError = self.fetcher.fetch_sync(rediscover=True)
             except FetchError as exc:
                 fetched = exc
-            self._outcome(flight, fetched)
+            self.state._outcome(flight, fetched)
         except Exception as exc:  # noqa: BLE001 - logged; waiters must never hang
             self._unexpected(flight, exc)
         finally:
@@ -264,7 +326,7 @@ class KeySource(KeyState):
                 fetched: Fetched | FetchError = await self.fetcher.fetch_async(rediscover=True)
             except FetchError as exc:
                 fetched = exc
-            self._outcome(flight, fetched)
+            self.state._outcome(flight, fetched)
         except Exception as exc:  # noqa: BLE001 - as above
             self._unexpected(flight, exc)
         finally:
@@ -288,7 +350,7 @@ class KeySource(KeyState):
                 exc_info=exc,  # a bug: its traceback goes to the log
             )
         )
-        self._outcome(flight, FetchError(f"internal error ({type(exc).__name__})"))
+        self.state._outcome(flight, FetchError(f"internal error ({type(exc).__name__})"))
 
     def _watch_bound(self, snapshot: Snapshot) -> None:
         """Withdraw at the bound even if only cache hits come (the watcher, or the task)."""
@@ -323,7 +385,7 @@ class KeySource(KeyState):
                         await wait.flight.wait_async(self._lock, self.options.wait_limit())
                 self.check_bound()
             except Exception as exc:  # noqa: BLE001 - logged; the refresh keeps going
-                self._emit(
+                self.state._emit(
                     "keys.internal_error",
                     logging.ERROR,
                     "JWKS %s: background refresh step failed (%s); continuing",
@@ -371,21 +433,21 @@ class KeySource(KeyState):
 
     def after_fork(self) -> None:
         """In a forked child: fresh lock, no fetch in flight, no parent threads or tasks."""
-        self._lock = threading.Lock()
+        self.state.after_fork()
         self._flight = None
         self._threads = set()
         self._tasks = set()
         self._background = None
         self._loop = None
         self.parking.after_fork()
-        self.waiting = Waiting(self.observers.emit, self.options.log_interval)
         if self.snapshot.key_set is not None:
             self._watch_bound(self.snapshot)
 
     def health(self) -> KeySourceHealth:
         """The state of this source now (what serves: the snapshot)."""
         now = self.timer()
-        snapshot = self.snapshot
+        state = self.state
+        snapshot = state.snapshot
         key_set = snapshot.key_set
         skipped = () if key_set is None else key_set.skipped
         wall = self.wall()
@@ -399,17 +461,17 @@ class KeySource(KeyState):
         return KeySourceHealth(
             ready=ready,
             retry_after=retry,
-            last_success=self.last_success,
-            last_failure=self.last_failure,
-            last_error=self.last_error,
+            last_success=state.last_success,
+            last_failure=state.last_failure,
+            last_error=state.last_error,
             key_count=0 if key_set is None else len(key_set),
             fetch_count=self.fetch_count,
-            failure_count=self.failure_count,
-            stale_uses=self.stale_uses,
+            failure_count=state.failure_count,
+            stale_uses=state.stale_uses,
             expires_at=None if key_set is None else wall + (snapshot.expires_at - now),
             url=self.name,
             # (kid, reason): the health's shape; the code goes to the log.
             skipped_keys=tuple((kid, reason) for kid, _, reason in skipped),
-            config_error=self.config_error,
+            config_error=state.config_error,
             generation=snapshot.generation,
         )

@@ -1,11 +1,13 @@
 """What changes the keys of a source: fetch outcomes, the staleness bound, and what a 503 says.
 
-:class:`KeyState` holds a source's state and every transition of it: the
-current :class:`~grelmicro.jwt._snapshot.Snapshot` (published with the next
-generation under the one lock), the schedule, the counters health reads, and
-the events each transition emits. It does no I/O and starts nothing: the
-:class:`~grelmicro.jwt._jwks.KeySource` built on it fetches, and hands each
-outcome here.
+:class:`KeyState` is a value a :class:`~grelmicro.jwt._jwks.KeySource`
+holds: the current :class:`~grelmicro.jwt._snapshot.Snapshot` (published
+with the next generation under the one lock), the schedule, the counters
+health reads, and every transition with the events it emits. It does no I/O
+and starts nothing: the source fetches and hands each outcome here. Who it
+speaks for (``name``, ``source``, ``discover``) comes from a :class:`Named`
+(the source's fetcher); what to do when keys arrive (watch their bound) is
+the ``on_keys`` the source gives it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._events import Event, Observers
@@ -26,9 +29,28 @@ from grelmicro.jwt._schedule import FIRST_RETRY, Decision, Schedule
 from grelmicro.jwt._snapshot import EMPTY, Flight, Snapshot
 from grelmicro.jwt.errors import KeyPendingError, KeysUnavailableError
 
-__all__ = ["KeyState"]
+__all__ = ["KeyState", "Named"]
 
 Timer = Callable[[], float]
+
+
+class Named(Protocol):
+    """Who a key state speaks for (the source's fetcher)."""
+
+    @property
+    def name(self) -> str:
+        """The URL for messages."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The stable name of the source (the ``jwt_source`` of its events)."""
+        ...
+
+    @property
+    def discover(self) -> str | None:
+        """The issuer being discovered, if any."""
+        ...
 
 
 class KeyState:
@@ -38,16 +60,27 @@ class KeyState:
     verifier's clock) only dates what health shows people.
     """
 
-    def __init__(self, options: FetchOptions, *, timer: Timer, wall: Timer) -> None:
-        self.observers = Observers()
+    def __init__(
+        self,
+        options: FetchOptions,
+        *,
+        named: Named,
+        observers: Observers,
+        on_keys: Callable[[Snapshot], None],
+        timer: Timer,
+        wall: Timer,
+    ) -> None:
+        self.observers = observers
+        self._named = named
+        self._on_keys = on_keys
         self.options = options
         self.schedule = Schedule(options)
         self.timer = timer
         self.wall = wall
         self.snapshot: Snapshot = EMPTY
         self._subscribers: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
-        self._closed = False
+        self.lock = threading.Lock()  # the source's one lock: snapshot, schedule, flight
+        self.closed = False
         self.waiting = Waiting(self.observers.emit, options.log_interval)
         self._failing = False
         self._fail_logged_at = -math.inf
@@ -64,21 +97,22 @@ class KeyState:
     @property
     def name(self) -> str:
         """The URL for messages (the source's own)."""
-        raise NotImplementedError
+        return self._named.name
 
     @property
     def source(self) -> str:
         """The stable name of this source (the ``jwt_source`` of its events)."""
-        raise NotImplementedError
+        return self._named.source
 
     @property
     def discover(self) -> str | None:
         """The issuer being discovered, if any."""
-        raise NotImplementedError
+        return self._named.discover
 
-    def _watch_bound(self, snapshot: Snapshot) -> None:
-        """Withdraw at the bound even if only cache hits come (the source's lifecycle)."""
-        raise NotImplementedError
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock and rate limits (a parent's thread may have held it)."""
+        self.lock = threading.Lock()
+        self.waiting = Waiting(self.observers.emit, self.options.log_interval)
 
     def on_publish(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` after each new snapshot, holding no lock (the route rebuilds).
@@ -108,7 +142,7 @@ class KeyState:
     # -- what a fetch's outcome changes -----------------------------------------------
 
     def _outcome(self, flight: Flight, fetched: Fetched | FetchError) -> None:
-        if _lifecycle.closing() or self._closed:
+        if _lifecycle.closing() or self.closed:
             return  # the interpreter or the verifier is closing: install nothing
         if isinstance(fetched, NoClientError):
             return  # not the provider's failure: no backoff, no event
@@ -123,7 +157,7 @@ class KeyState:
             self._empty(flight, fetched, now, ttl, spread)
             return
         key_set = fetched.key_set
-        with self._lock:
+        with self.lock:
             held = self.snapshot.key_set
             self.schedule.succeeded(
                 started=flight.started,
@@ -139,7 +173,7 @@ class KeyState:
             config_fixed, self.config_error = self.config_error, None
         self.last_success = self.wall()
         self._published()  # the route first: events come after what they tell of serves
-        self._watch_bound(snapshot)
+        self._on_keys(snapshot)
         self._fetch_event(flight, fetched)
         kids = {(key.fingerprint, key.kid) for key in key_set.keys}
         before = set() if held is None else {(k.fingerprint, k.kid) for k in held.keys}
@@ -208,7 +242,7 @@ class KeyState:
         self, flight: Flight, fetched: Fetched, now: float, ttl: float, spread: float
     ) -> None:
         """A well-formed empty key list: withdraws the keys when seen twice in a row."""
-        with self._lock:
+        with self.lock:
             outcome = self.schedule.succeeded(
                 started=flight.started, now=now, ttl=ttl, spread=spread, empty=True
             )
@@ -240,7 +274,7 @@ class KeyState:
         now = self.timer()
         reason = str(error)
         config = isinstance(error, ConfigFaultError)
-        with self._lock:
+        with self.lock:
             self.failure_count += 1
             self.last_error = reason
             pause = self.schedule.failed(now, error.retry_after, spread=random.random())  # noqa: S311
@@ -297,7 +331,7 @@ class KeyState:
         meanwhile makes this a no-op, never the other way round.
         """
         now = self.timer()
-        with self._lock:
+        with self.lock:
             held = self.snapshot
             if held.key_set is None or now < held.stale_until:
                 return
@@ -324,7 +358,7 @@ class KeyState:
     def note_stale_use(self, now: float) -> None:
         """A verification served by keys past their expiry: counted, logged once per interval."""
         snapshot = self.snapshot
-        with self._lock:
+        with self.lock:
             self.stale_uses += 1
             if now - self._stale_logged_at < self.options.log_interval:
                 self._stale_unlogged += 1
@@ -360,7 +394,7 @@ class KeyState:
         now = self.timer()
         snapshot = self.snapshot
         wait = FIRST_RETRY if decision is None else max(decision.wait(now), 0.0)
-        if self._closed:
+        if self.closed:
             why = "closed"
         elif self.config_error is not None:
             why = "config"

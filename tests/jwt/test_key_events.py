@@ -178,7 +178,7 @@ def test_failures_are_logged_once_per_interval_with_their_cause(
     failed = only(caplog, "keys.fetch_failed")
     assert failed.levelno == logging.WARNING
     assert failed.jwt_failures == 1  # type: ignore[attr-defined]
-    assert failed.jwt_error == source.last_error  # type: ignore[attr-defined]
+    assert failed.jwt_error == source.state.last_error  # type: ignore[attr-defined]
     assert "500" in failed.jwt_error  # type: ignore[attr-defined]
     assert failed.jwt_keys == 1  # type: ignore[attr-defined]  # the last good keys serve
     assert failed.jwt_suppressed == 0  # type: ignore[attr-defined]
@@ -243,7 +243,7 @@ def test_stale_uses_are_logged_at_most_once_per_interval_then_withdrawn_once(
         "jwt_source": server.url(JWKS),
         "jwt_cause": "max-stale",
         "jwt_keys_before": 1,
-        "jwt_last_error": source_of(verifier).last_error,
+        "jwt_last_error": source_of(verifier).state.last_error,
         "jwt_generation": 2,  # loaded (1), withdrawn (2)
     }
     assert_clean(caplog, token)
