@@ -18,7 +18,8 @@ from typing import Any
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._config import JWTConfig
-from grelmicro.jwt._events import log_event
+from grelmicro.jwt._events import Observers, log_event
+from grelmicro.jwt._fetch import Fetcher
 from grelmicro.jwt._http import Clients, FetchOptions, check_url
 from grelmicro.jwt._issuers import Issuer, issuer_config, network_algorithms
 from grelmicro.jwt._jwks import KeySource
@@ -155,15 +156,18 @@ def build_router(
         found = sources.get(name)
         if found is None:
             _count_built(url if url is not None else str(discovered))
-            found = sources[name] = KeySource(
+            observers = Observers()
+            fetcher = Fetcher(
                 jwks_url=url,
                 discover=discovered,
                 issuer=expect,
                 options=fetch,
                 clients=clients,
                 allow_insecure_loopback=insecure,
-                timer=fetch.timer or time.monotonic,
-                wall=clock,
+                emit=observers.emit,
+            )
+            found = sources[name] = KeySource(
+                fetcher, observers, timer=fetch.timer or time.monotonic, wall=clock
             )
         return found
 

@@ -36,7 +36,7 @@ from grelmicro.jwt import _lifecycle
 from grelmicro.jwt._events import Event, Observers
 from grelmicro.jwt._fetch import Fetched, Fetcher
 from grelmicro.jwt._health import KeySourceHealth
-from grelmicro.jwt._http import Clients, FetchError, FetchOptions
+from grelmicro.jwt._http import FetchError, FetchOptions
 from grelmicro.jwt._keystate import KeyState
 from grelmicro.jwt._schedule import Decision, Schedule
 from grelmicro.jwt._snapshot import Flight, KeyWait, Parking, Snapshot
@@ -64,29 +64,17 @@ class KeySource:
 
     def __init__(
         self,
+        fetcher: Fetcher,
+        observers: Observers,
         *,
-        jwks_url: str | None,
-        discover: str | None,
-        options: FetchOptions,
-        clients: Clients,
-        allow_insecure_loopback: bool,
         timer: Timer = time.monotonic,
         wall: Timer = time.time,
-        issuer: str | None = None,
     ) -> None:
-        observers = Observers()
+        options = fetcher.options
         self.options = options
         self.timer = timer
         self.wall = wall
-        self.fetcher = Fetcher(
-            jwks_url=jwks_url,
-            discover=discover,
-            issuer=issuer,
-            options=options,
-            clients=clients,
-            allow_insecure_loopback=allow_insecure_loopback,
-            emit=observers.emit,
-        )
+        self.fetcher = fetcher  # emits to ``observers``
         self.state = KeyState(
             options,
             named=self.fetcher,

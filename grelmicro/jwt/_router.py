@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,7 +47,7 @@ from grelmicro.jwt._http import Clients
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import key_identity
 from grelmicro.jwt._schedule import Decision
-from grelmicro.jwt._snapshot import EMPTY, FULL, Snapshot
+from grelmicro.jwt._snapshot import EMPTY, FULL, KeyWait, Snapshot
 from grelmicro.jwt._steps import Result, Steps, drive_sync
 from grelmicro.jwt.errors import KeysUnavailableError
 
@@ -391,12 +391,7 @@ class Slot:
                 if not held.snapshot.serves(self.timer()):
                     if held.snapshot.key_set is not None:
                         source.check_bound()  # past the bound: withdrawn (said once)
-                    if waited is not None:
-                        raise self._unanswered(source, "keys", waited, unknown_kid=False)
-                    wait = source.need("keys", until)
-                    if isinstance(wait, Decision):
-                        raise source.unavailable(wait, unknown_kid=False)
-                    waited = yield wait
+                    waited = yield from self._one_wait(source, "keys", until, waited)
                     continue
                 if held.core is None:  # keys, none for an allowed algorithm
                     refused, refused_by = held.refusal(token, self.max_token_size), held.snapshot
@@ -416,21 +411,27 @@ class Slot:
             early = None if self.precheck is None else self.precheck.refusal(token, now)
             if early is not None:
                 raise early
-            if waited is not None:
-                raise self._unanswered(source, "unknown-kid", waited, unknown_kid=True)
-            wait = source.need("unknown-kid", until)
-            if isinstance(wait, Decision):
-                raise source.unavailable(wait, unknown_kid=True)
-            waited = yield wait
+            waited = yield from self._one_wait(source, "unknown-kid", until, waited)
 
     @staticmethod
-    def _unanswered(
-        source: KeySource, why: str, waited: str, *, unknown_kid: bool
-    ) -> KeysUnavailableError:
-        """The 503 after the one wait: the next fetch starts now if it may (nobody waits)."""
+    def _one_wait(
+        source: KeySource, why: str, until: float, waited: str | None
+    ) -> Generator[KeyWait, str | None, str | None]:
+        """The token's one wait for a fetch (``why``); after it, 503 while the fetch goes on.
+
+        The second time a token would need to wait, it does not: it gets a
+        503 saying why (``waiters`` when it could not even wait), and the
+        next fetch starts now if the schedule allows (nobody waits for it).
+        """
+        unknown_kid = why == "unknown-kid"
         if waited == FULL:
-            return source.unavailable(None, unknown_kid=unknown_kid, full=True)
-        return source.unavailable(source.kick(why), unknown_kid=unknown_kid)
+            raise source.unavailable(None, unknown_kid=unknown_kid, full=True)
+        if waited is not None:
+            raise source.unavailable(source.kick(why), unknown_kid=unknown_kid)
+        wait = source.need(why, until)
+        if isinstance(wait, Decision):
+            raise source.unavailable(wait, unknown_kid=unknown_kid)
+        return (yield wait)
 
     def _current(self, source: KeySource) -> SlotKeys:
         """This slot's entry of the route, rebuilt first if the source published since."""
