@@ -21,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, FastAPI
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.openapi.models import OpenIdConnect as OpenIdConnectModel
+from fastapi.openapi.models import SecurityScheme as SecuritySchemeModel
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
 from pydantic import ValidationError
@@ -93,6 +94,9 @@ class JWTBearer(SecurityBase):
         openid_connect_url: show an OpenID Connect scheme with this discovery
             URL in the OpenAPI document instead of an HTTP bearer scheme (by
             default taken from a verifier built with OIDC discovery).
+        security_scheme: the OpenAPI security scheme to show instead, such as
+            ``SwaggerLogin(...).security_scheme()`` for Swagger UI's
+            *Authorize* button (authorization code with PKCE).
         auto_error: ``False`` answers an anonymous request with ``None``
             rather than a 401 (a bad token is still a 401).
     """
@@ -110,6 +114,7 @@ class JWTBearer(SecurityBase):
         retry_after: int = _RETRY_AFTER,
         openid_connect_url: str | None = None,
         auto_error: bool = True,
+        security_scheme: SecuritySchemeModel | None = None,
     ) -> None:
         if not isinstance(verifier, JWTVerifier):
             raise ConfigurationError(
@@ -134,7 +139,9 @@ class JWTBearer(SecurityBase):
         self.scheme_name = scheme_name or "JWTBearer"
         url = openid_connect_url or verifier.discovery_url
         self.model = (
-            OpenIdConnectModel(openIdConnectUrl=url, description=description)
+            security_scheme
+            if security_scheme is not None
+            else OpenIdConnectModel(openIdConnectUrl=url, description=description)
             if url
             else HTTPBearerModel(bearerFormat="JWT", description=description)
         )
