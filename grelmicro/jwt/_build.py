@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grelmicro.jwt import _core
+from grelmicro.jwt._claims import register_template
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._events import Observers, log_event
 from grelmicro.jwt._fetch import Fetcher
@@ -27,6 +28,7 @@ from grelmicro.jwt._keys import Key, json_text
 from grelmicro.jwt._router import KeyRouter, Precheck, Slot, TemplateRoute, static_slot
 from grelmicro.jwt._tenants import (
     PLACEHOLDER,
+    ExactIssuer,
     TenantRoute,
     TenantsOption,
     check_unambiguous,
@@ -200,7 +202,8 @@ def build_router(
                         issuer.jwks_url,
                         issuer.discovery_url,
                         issuer.allow_insecure_loopback,
-                        issuer.issuer if issuer.template is not None else None,
+                        # A template, or metadata elsewhere (B2C): the document names it.
+                        issuer.issuer if issuer.discovery_url != issuer.issuer else None,
                     ),
                     refetch_algorithms=network_algorithms(own),
                     max_token_size=own.max_token_size,
@@ -209,13 +212,33 @@ def build_router(
             else:
                 slot, count = _static_slot(issuer, policy)
                 static_keys += count
+            checks = {"guests": issuer.guests, "values": issuer.claim_values}
             if issuer.template is None:
-                slots[issuer.issuer] = slot
+                if issuer.guests == "allow" and not issuer.claim_values:
+                    slots[issuer.issuer] = slot
+                    continue
+                # Checks after the signature: routed like a template, matched exactly.
+                templates.append(
+                    TenantRoute(
+                        ExactIssuer(issuer.issuer),
+                        slot,
+                        None,
+                        issuer.tenant_claim,
+                        own.max_token_size,
+                        **checks,  # type: ignore[arg-type]
+                    )
+                )
                 continue
             assert issuer.tenants is not None  # noqa: S101 - required with a template
+            register_template(issuer.template, issuer.tenant_claim)
             templates.append(
                 TenantRoute(
-                    issuer.template, slot, issuer.tenants, issuer.tenant_claim, own.max_token_size
+                    issuer.template,
+                    slot,
+                    issuer.tenants,
+                    issuer.tenant_claim,
+                    own.max_token_size,
+                    **checks,  # type: ignore[arg-type]
                 )
             )
     router = KeyRouter(

@@ -12,10 +12,11 @@ copy for code that wants one.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from grelmicro.jwt import _grants
 from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError, MissingClaimError
@@ -23,6 +24,28 @@ from grelmicro.jwt.errors import ConfigurationError, InvalidClaimError, MissingC
 __all__ = ["Claims"]
 
 T = TypeVar("T")
+
+
+class _Template(Protocol):
+    text: str
+
+    def match(self, iss: str) -> str | None: ...
+
+
+#: The issuer templates verifiers of this process were built with, each with
+#: its tenant claim: :attr:`Claims.tenant` reads a tenant only through one.
+#: Replaced whole (a tuple), so readers need no lock.
+_TEMPLATES: tuple[tuple[_Template, str], ...] = ()
+_TEMPLATES_LOCK = threading.Lock()
+
+
+def register_template(template: _Template, claim: str) -> None:
+    """Make :attr:`Claims.tenant` read ``claim`` from tokens whose ``iss`` ``template`` matches."""
+    global _TEMPLATES  # noqa: PLW0603 - a tuple replaced whole
+    with _TEMPLATES_LOCK:
+        if any(t.text == template.text and c == claim for t, c in _TEMPLATES):
+            return
+        _TEMPLATES = (*_TEMPLATES, (template, claim))
 
 
 def _thaw(value: Any) -> Any:
@@ -253,17 +276,44 @@ class Claims(Mapping[str, Any]):
 
     @property
     def tenant(self) -> str | None:
-        """``tid``: the tenant the token belongs to (Microsoft Entra ID), when a string.
+        """The tenant of a multi-tenant issuer's token, or None for any other token.
 
-        For an issuer template (``{tenantid}``) with the default tenant claim,
-        the verifier has checked it equals the tenant the ``iss`` names and is
-        an allowed tenant. A verifier configured with another
-        ``tenant_claim`` checks that claim instead: read it with
-        ``claims.require(name, str)``.
+        Read only from a token whose ``iss`` an issuer template
+        (``{tenantid}``) configured in this process matches, from that
+        template's tenant claim (``tid`` by default, ``tenant_claim=``
+        otherwise), and only when the claim equals the tenant the ``iss``
+        names: what the verifier checked (and allowed) for that template.
+        Another issuer's token is None even when it carries a ``tid`` (a
+        customer's own identity provider may put anything there); read such
+        a claim with ``claims.require(name, str)`` knowing who set it.
         """
         data = self.__payload
-        tid = data["tid"] if "tid" in data else None  # noqa: SIM401
-        return tid if isinstance(tid, str) else None
+        iss = data["iss"] if "iss" in data else None  # noqa: SIM401
+        if not isinstance(iss, str):
+            return None
+        for template, claim in _TEMPLATES:
+            tenant = template.match(iss)
+            if tenant is not None:
+                value = data[claim] if claim in data else None  # noqa: SIM401
+                return tenant if value == tenant else None
+        return None
+
+    @property
+    def is_guest(self) -> bool:
+        """Whether the user is a guest of the token's tenant (Microsoft Entra ID's rules).
+
+        ``acct`` is 1 (Entra's optional claim: 0 member, 1 guest), or ``idp``
+        (who authenticated the user) names another issuer than ``iss``: a B2B
+        guest whose home is another tenant, or a personal Microsoft account.
+        False for tokens carrying neither. An issuer with ``guests="refuse"``
+        refuses such tokens itself (:class:`~grelmicro.jwt.GuestRejectedError`).
+        """
+        data = self.__payload
+        acct = data["acct"] if "acct" in data else None  # noqa: SIM401
+        if acct == 1 and not isinstance(acct, bool):
+            return True
+        idp = data["idp"] if "idp" in data else None  # noqa: SIM401
+        return isinstance(idp, str) and idp != (data["iss"] if "iss" in data else None)  # noqa: SIM401
 
     @property
     def token_id(self) -> str | None:

@@ -133,7 +133,11 @@ KIND_TO_ERROR: dict[str, type[errors.JWTError]] = {
 
 #: Refusals the Python layer raises as ``CoreError`` on the routing path
 #: (an issuer template's tenant checks), never the core itself.
-PYTHON_KINDS: dict[str, type[errors.JWTError]] = {"tenant": errors.TenantRejectedError}
+PYTHON_KINDS: dict[str, type[errors.JWTError]] = {
+    "tenant": errors.TenantRejectedError,
+    "guest": errors.GuestRejectedError,
+    "invalid-claim": errors.InvalidClaimError,
+}
 
 
 def translate(exc: CoreError) -> errors.JWTError:

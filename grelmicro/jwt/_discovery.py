@@ -62,11 +62,11 @@ def issuer_mismatch(found: object, issuer: str) -> str:
     issuer and the provider's own metadata (escaped and capped all the same).
     """
     if not isinstance(found, str):
-        return f'discovery document has no issuer (a string); configured "{_core.escape(issuer)}"'
+        return f"discovery document has no issuer (a string); configured {_core.quoted(issuer)}"
     hint = _core.near_miss(found, issuer)
     if "{tenantid}" in found and "{tenantid}" not in issuer:
         hint = (
-            f'a multi-tenant issuer template: pass issuer="{_core.escape(found)}" and '
+            f"a multi-tenant issuer template: pass issuer={_core.quoted(found)} and "
             'tenants=[...] (the tenant ids to accept, or "any") with this discover=, '
             "or Issuer(template, discover=..., tenants=[...]); see docs/issuers.md"
         )
@@ -77,7 +77,7 @@ def issuer_mismatch(found: object, issuer: str) -> str:
             ".../organizations/v2.0)"
         )
     return (
-        f'discovery document names issuer "{_core.escape(found)}", configured '
-        f'"{_core.escape(issuer)}": they must be equal, character for character'
+        f"discovery document names issuer {_core.quoted(found)}, configured "
+        f"{_core.quoted(issuer)}: they must be equal, character for character"
         + (f" ({hint})" if hint else "")
     )

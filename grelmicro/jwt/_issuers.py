@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from typing_extensions import Unpack
 
@@ -64,6 +64,16 @@ class Issuer:
     URL of its own: ``discover=`` then takes the URL whose metadata names
     the template (``https://login.microsoftonline.com/common/v2.0``). One
     key source verifies every tenant's tokens (one JWKS, fetched once).
+    ``discover=`` also takes a URL for an exact issuer whose metadata lives
+    elsewhere (Azure AD B2C's policy metadata): the document must still name
+    ``issuer``, character for character.
+
+    ``guests="refuse"`` refuses a guest's token (Entra ID: ``acct`` is 1, or
+    ``idp`` differs from ``iss``) with :class:`~grelmicro.jwt.GuestRejectedError`
+    (HTTP 403). ``claim_values`` maps claim names to the string (or the
+    strings) a verified token's claim must equal: ``{"token_use": "access"}``
+    for Amazon Cognito, ``{"repository": "octo/app"}`` for GitHub Actions;
+    anything else is :class:`~grelmicro.jwt.InvalidClaimError`.
 
     The policy keywords are :class:`~grelmicro.jwt.IssuerSettings`: every
     :class:`~grelmicro.jwt.JWTConfig` setting that checks the token
@@ -91,8 +101,10 @@ class Issuer:
         "allow_insecure_loopback",
         "allow_symmetric",
         "allow_weaker",
+        "claim_values",
         "discover",
         "discovery_url",
+        "guests",
         "issuer",
         "jwks",
         "jwks_url",
@@ -115,6 +127,8 @@ class Issuer:
     allow_symmetric: bool
     allow_insecure_loopback: bool
     allow_weaker: frozenset[str]
+    guests: Literal["allow", "refuse"]
+    claim_values: Mapping[str, frozenset[str]]
     policy: dict[str, object]
 
     def __init__(
@@ -131,10 +145,15 @@ class Issuer:
         tenants: TenantsOption | None = None,
         tenant_claim: str = "tid",
         tenants_ttl: float = TENANT_TTL,
+        guests: Literal["allow", "refuse"] = "allow",
+        claim_values: Mapping[str, str | Collection[str]] | None = None,
         **policy: Unpack[IssuerSettings],
     ) -> None:
         if not isinstance(issuer, str) or not issuer:
             raise ConfigurationError("an issuer is a non-empty string")
+        if guests not in ("allow", "refuse"):
+            raise ConfigurationError(f'issuer {issuer!r}: guests= is "allow" or "refuse"')
+        values_checked = _claim_values(issuer, claim_values)
         template = IssuerTemplate(issuer) if is_template(issuer) else None
         discovery_url = _discovery_url(issuer, template, discover, allow_insecure_loopback)
         discover = discovery_url is not None
@@ -182,6 +201,8 @@ class Issuer:
             "template": template,
             "tenants": allowed,
             "tenant_claim": tenant_claim,
+            "guests": guests,
+            "claim_values": values_checked,
             "allow_symmetric": allow_symmetric,
             "allow_insecure_loopback": allow_insecure_loopback,
             "policy": {k: v for k, v in policy.items() if v is not None},
@@ -214,11 +235,6 @@ def _discovery_url(
     if discover is False:
         return None
     if isinstance(discover, str):
-        if template is None and discover != issuer:
-            raise ConfigurationError(
-                f"issuer {issuer!r}: discover must be True or False (True reads the "
-                "issuer's own metadata); a discovery URL is given only for an issuer template"
-            )
         if not discover:
             raise ConfigurationError(f"issuer {issuer!r}: discover= is a URL or True")
         return check_url(discover, "discover", allow_insecure_loopback=allow_insecure_loopback)
@@ -231,6 +247,30 @@ def _discovery_url(
             "(or organizations)"
         )
     return check_url(issuer, "discover", allow_insecure_loopback=allow_insecure_loopback)
+
+
+def _claim_values(issuer: str, given: object) -> dict[str, frozenset[str]]:
+    """``claim_values``: claim name -> the non-empty strings it may equal."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ConfigurationError(f"issuer {issuer!r}: claim_values maps claim names to strings")
+    checked: dict[str, frozenset[str]] = {}
+    for name, value in given.items():
+        values = (value,) if isinstance(value, str) else value
+        if (
+            not isinstance(name, str)
+            or not name
+            or not isinstance(values, Collection)
+            or not values
+            or not all(isinstance(item, str) and item for item in values)
+        ):
+            raise ConfigurationError(
+                f"issuer {issuer!r}: claim_values maps a claim name to a string or a list of "
+                "non-empty strings"
+            )
+        checked[name] = frozenset(values)
+    return checked
 
 
 def issuer_config(base: JWTConfig, issuer: Issuer) -> JWTConfig:

@@ -30,21 +30,25 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Literal
 
-from grelmicro.jwt import _core
+from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._router import Slot, unverified_claims
-from grelmicro.jwt._snapshot import Flight, Wait
+from grelmicro.jwt._snapshot import FULL, Flight, KeyWait, Parking
 from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync, on_event_loop
-from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError
+from grelmicro.jwt.errors import ConfigurationError, TenantUnavailableError
 
 __all__ = [
+    "LOOKUP_WAIT",
+    "MAX_LOOKUPS",
     "PLACEHOLDER",
+    "ExactIssuer",
     "IssuerTemplate",
     "TenantRoute",
     "Tenants",
     "TenantsOption",
+    "is_guest",
     "is_template",
 ]
 
@@ -60,10 +64,19 @@ PLACEHOLDER = "{tenantid}"
 #: no ``%`` (nothing is decoded), nothing outside ASCII (no look-alikes).
 TENANT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-#: Seconds an awaitable answer of a callable may take (then: undecided, 503).
+#: Seconds a lookup (a call of a ``tenants=`` callable) may take; a later answer decides nothing.
 LOOKUP_TIMEOUT = 10.0
 
-#: Callable answers kept at most this long (seconds) and this many.
+#: Seconds a request waits for a lookup (then 503 ``tenant-unavailable``; the lookup goes on).
+LOOKUP_WAIT = 1.0
+
+#: Lookups running at once for one template (beyond: 503 at once, nothing started).
+MAX_LOOKUPS = 8
+
+#: Requests waiting for lookups at once for one template (beyond: 503 at once).
+MAX_TENANT_WAITERS = 256
+
+#: Callable answers kept at most this long (seconds); this many allowed, as many refused.
 TENANT_TTL = 300.0
 TENANT_CACHE_SIZE = 4096
 
@@ -93,7 +106,7 @@ class IssuerTemplate:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        where = f"issuer template {_core.escape(text)!r}"
+        where = f"issuer template {_core.quoted(text)}"
         others = text.replace(PLACEHOLDER, "", 1)
         if text.count(PLACEHOLDER) != 1 or "{" in others or "}" in others:
             raise ConfigurationError(
@@ -174,20 +187,33 @@ class Tenants:
     ``tenants=[...]`` (ids), ``"any"`` (every tenant the provider signs for:
     see the warning in ``docs/issuers.md``) or a callable ``tenant ->
     bool`` (or an awaitable of one) for tenants that sign up at run time.
-    Only ``True`` allows. A callable's answers are kept ``ttl`` seconds
-    (at most :data:`TENANT_CACHE_SIZE` of them, the oldest dropped first);
-    a failing callable decides nothing (503), and is asked again next time.
+    Only ``True`` allows.
+
+    A callable is asked only about the tenant of a token whose signature
+    verified, and never in a request's own frame: a sync callable runs on a
+    library thread, an async one as a task of its own on the caller's event
+    loop (or, with no loop running, in a fresh loop on a library thread).
+    A request waits for the answer at most :data:`LOOKUP_WAIT` seconds
+    (then 503 ``tenant-unavailable`` while the lookup goes on); at most
+    :data:`MAX_LOOKUPS` lookups run at once (then 503 at once); a lookup
+    that takes longer than :data:`LOOKUP_TIMEOUT` decides nothing. Answers
+    are kept ``ttl`` seconds in two tables of :data:`TENANT_CACHE_SIZE`
+    entries each, one for allowed tenants and one for refused ones, so a
+    flood of refused tenants never evicts an allowed one.
     """
 
     __slots__ = (
-        "_answers",
+        "_allowed",
         "_flights",
         "_lock",
+        "_refused",
+        "_running",
         "_tasks",
         "any",
         "is_async",
         "listed",
         "lookup",
+        "parking",
         "timer",
         "ttl",
     )
@@ -234,9 +260,9 @@ class Tenants:
                 raise ConfigurationError(f"{where}: tenants= is empty: no token would be accepted")
             for tenant in listed:
                 if not valid_tenant(tenant):
-                    shown = _core.escape(tenant) if isinstance(tenant, str) else type(tenant)
+                    shown = _core.quoted(tenant) if isinstance(tenant, str) else type(tenant)
                     raise ConfigurationError(
-                        f"{where}: tenant id {shown!r} is not one path segment of ASCII letters, "
+                        f"{where}: tenant id {shown} is not one path segment of ASCII letters, "
                         "digits, '-' or '_' (a GUID for Entra ID)"
                     )
             self.listed = frozenset(listed)
@@ -244,10 +270,13 @@ class Tenants:
             raise ConfigurationError(
                 f'{where}: tenants= takes a list of tenant ids, a callable or "any"'
             )
-        self._answers: dict[str, tuple[bool, float]] = {}
+        self._allowed: dict[str, float] = {}
+        self._refused: dict[str, float] = {}
         self._flights: dict[str, Flight] = {}
+        self._running: set[Flight] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
+        self.parking = Parking(MAX_TENANT_WAITERS)
 
     def __repr__(self) -> str:
         if self.any:
@@ -257,106 +286,151 @@ class Tenants:
         return f"Tenants({self.lookup!r})"
 
     def known(self, tenant: str) -> bool | None:
-        """Whether ``tenant`` is allowed, as far as known without awaiting (None: ask)."""
+        """Whether ``tenant`` is allowed, as far as known now (None: not decided)."""
         if self.any:
             return True
         if self.listed is not None:
             return tenant in self.listed
-        found = self._answers.get(tenant)
-        if found is not None and self.timer() < found[1]:
-            return found[0]
-        if self.is_async:
-            return None
-        self._ask_sync(tenant)
-        found = self._answers.get(tenant)
-        return None if found is None else found[0]
+        now = self.timer()
+        until = self._allowed.get(tenant)
+        if until is not None and now < until:
+            return True
+        until = self._refused.get(tenant)
+        if until is not None and now < until:
+            return False
+        return None
 
-    def _store(self, tenant: str, answer: object) -> None:
+    def lookups(self) -> int:
+        """How many lookups run now (a stuck callable holds its place until it returns)."""
+        return len(self._running)
+
+    def decide(self, tenant: str) -> bool | KeyWait:
+        """The answer for ``tenant``, or the wait for a lookup (started here if none runs).
+
+        Raises:
+            TenantUnavailableError: :data:`MAX_LOOKUPS` lookups run already.
+        """
+        known = self.known(tenant)
+        if known is not None:
+            return known
+        now = self.timer()
         with self._lock:
-            answers = self._answers
-            answers.pop(tenant, None)
-            while len(answers) >= TENANT_CACHE_SIZE:
-                del answers[next(iter(answers))]
-            assert self.ttl is not None  # noqa: S101 - only callables store answers
-            answers[tenant] = (answer is True, self.timer() + self.ttl)
+            flight = self._flights.get(tenant)
+            start = flight is None or flight.orphaned(now)
+            if start:
+                if flight is not None and flight.loop is not None and flight.loop.is_closed():
+                    self._running.discard(flight)  # its task never ran: its place is free
+                if len(self._running) >= MAX_LOOKUPS:
+                    raise _undecided("tenant-lookups-busy")
+                flight = Flight(now, "tenant", now + LOOKUP_TIMEOUT)
+                flight.running = True
+                self._flights[tenant] = flight
+                self._running.add(flight)
+        assert flight is not None  # noqa: S101 - set above
+        if start:
+            self._launch(tenant, flight)
+        return KeyWait(flight, now + LOOKUP_WAIT, self.timer, self._lock, self.parking)
 
-    def _failed(self, tenant: str, exc: BaseException) -> None:
-        logger.error(
-            "tenants callable failed for tenant %s: %s",
-            _core.escape(tenant, 64),
-            type(exc).__name__,
-        )
+    def _launch(self, tenant: str, flight: Flight) -> None:
+        """Run the lookup on its owner: a task on this loop (async), else a library thread."""
+        if self.is_async and on_event_loop():
+            loop = asyncio.get_running_loop()
+            flight.loop = loop
+            task = loop.create_task(self._run_async(tenant, flight))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        thread = _lifecycle.spawn(lambda: self._run_sync(tenant, flight), "grelmicro-tenants")
+        if thread is None:  # the interpreter exits: nothing is decided
+            self._landed(tenant, flight)
 
-    def _ask_sync(self, tenant: str) -> None:
-        assert self.lookup is not None  # noqa: S101
+    def _run_sync(self, tenant: str, flight: Flight) -> None:
+        assert self.lookup is not None  # noqa: S101 - only callables look up
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
-                if on_event_loop():  # an async callable that did not look like one
-                    close = getattr(answer, "close", None)
-                    if close is not None:
-                        close()
-                    self.is_async = True  # asked again as a step on this loop
-                    return
-                answer = asyncio.run(_awaited(answer))  # bounded by LOOKUP_TIMEOUT
+                answer = asyncio.run(_awaited(answer))
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
-            return
-        self._store(tenant, answer)
+        else:
+            self._store(tenant, answer, flight)
+        finally:
+            self._landed(tenant, flight)
 
-    async def _ask_async(self, tenant: str) -> None:
-        assert self.lookup is not None  # noqa: S101
+    async def _run_async(self, tenant: str, flight: Flight) -> None:
+        assert self.lookup is not None  # noqa: S101 - only callables look up
         try:
             answer = self.lookup(tenant)
             if inspect.isawaitable(answer):
                 answer = await _awaited(answer)
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
+        else:
+            self._store(tenant, answer, flight)
+        finally:
+            self._landed(tenant, flight)
+
+    def _store(self, tenant: str, answer: object, flight: Flight) -> None:
+        now = self.timer()
+        if now >= flight.deadline:  # later than LOOKUP_TIMEOUT: decides nothing
+            self._failed(tenant, TimeoutError())
             return
-        self._store(tenant, answer)
-
-    def wait_for(self, tenant: str) -> Wait:
-        """The step that asks an async callable about ``tenant`` (single flight per tenant)."""
+        assert self.ttl is not None  # noqa: S101 - only callables store answers
+        table = self._allowed if answer is True else self._refused
         with self._lock:
-            flight = self._flights.get(tenant)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[tenant] = Flight(self.timer(), "tenant")
+            table.pop(tenant, None)
+            while len(table) >= TENANT_CACHE_SIZE:
+                oldest = next(iter(table))
+                if table[oldest] > now:  # drain the expired first, then the oldest
+                    expired = [key for key, until in table.items() if until <= now]
+                    for key in expired:
+                        del table[key]
+                    if len(table) < TENANT_CACHE_SIZE:
+                        break
+                del table[next(iter(table))]
+            table[tenant] = now + self.ttl
+            (self._refused if answer is True else self._allowed).pop(tenant, None)
 
-        def run_sync(flight: Flight) -> None:
-            try:
-                self._ask_sync(tenant)
-            finally:
-                self._landed(tenant, flight)
-
-        async def run_async(flight: Flight) -> None:
-            try:
-                await self._ask_async(tenant)
-            finally:
-                self._landed(tenant, flight)
-
-        def start_on_loop(flight: Flight) -> None:
-            task = asyncio.get_running_loop().create_task(run_async(flight))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-        return Wait(flight, leader, run_sync, run_async, start_on_loop, self._lock, LOOKUP_TIMEOUT)
+    def _failed(self, tenant: str, exc: BaseException) -> None:
+        logger.error(
+            "tenants callable failed for tenant %s: %s",
+            _core.quoted(tenant, 64),
+            type(exc).__name__,
+        )
 
     def _landed(self, tenant: str, flight: Flight) -> None:
         with self._lock:
             if self._flights.get(tenant) is flight:
                 del self._flights[tenant]
+            self._running.discard(flight)
         flight.finish(self._lock)
+
+    def after_fork(self) -> None:
+        """In a forked child: no lookup runs, fresh lock (answers are kept)."""
+        self._lock = threading.Lock()
+        self._flights = {}
+        self._running = set()
+        self._tasks = set()
+        self.parking.after_fork()
 
 
 async def _awaited(answer: Awaitable[Any]) -> Any:
     return await asyncio.wait_for(answer, LOOKUP_TIMEOUT)
 
 
-def _undecided() -> KeysUnavailableError:
-    """503: the tenants callable gave no answer (it failed; asked again next time)."""
-    error = KeysUnavailableError("the tenant of this token could not be decided; try again")
+#: What a tenant 503 waits for (``TenantUnavailableError.wait``).
+WAITS = {
+    "tenant-lookup": "the tenants callable has not answered yet",
+    "tenant-lookup-failed": "the tenants callable failed or took too long",
+    "tenant-lookups-busy": "too many tenant lookups run at once",
+}
+
+
+def _undecided(wait: str) -> TenantUnavailableError:
+    """503: whether the tenant is accepted is not decided (asked again next time)."""
+    error = TenantUnavailableError(f"the tenant of this token could not be decided: {WAITS[wait]}")
     error.retry_after = 1.0
+    error.wait = wait
     return error
 
 
@@ -374,22 +448,63 @@ def _issuer_refusal(template: str, iss: object) -> _core.CoreError:
     return error
 
 
-class TenantRoute:
-    """The router's entry for one template issuer: its slot, its tenant claim, its tenants.
+def is_guest(payload: Mapping[str, Any]) -> bool:
+    """Entra ID's guest rules: ``acct`` is 1, or ``idp`` names another issuer than ``iss``."""
+    if payload.get("acct") == 1 and not isinstance(payload.get("acct"), bool):
+        return True
+    idp = payload.get("idp")
+    return isinstance(idp, str) and idp != payload.get("iss")
 
-    The template's one slot (one key source: one JWKS, fetched once) verifies
-    every tenant's tokens; a token reaches it only through :meth:`routed`.
+
+class ExactIssuer:
+    """The matcher of an exact issuer routed like a template (it has checks of its own)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def match(self, iss: str) -> str | None:
+        """``iss`` itself when it is this issuer, else None."""
+        return iss if iss == self.text else None
+
+
+class TenantRoute:
+    """The router's entry for an issuer with checks after the signature.
+
+    An issuer template's entry (its slot, its tenant claim, its tenants), or
+    an exact issuer's with guest or claim-value checks (``tenants`` None).
+    The one slot (one key source: one JWKS, fetched once) verifies every
+    tenant's tokens; a token reaches it only through :meth:`routed`.
+
+    Before any key work, only what says nothing about the allow-list is
+    checked (the ``iss`` matches the template, the tenant claim equals its
+    segment); the allow-list is asked only about a token whose signature
+    verified, so an unsigned token of an allowed tenant and one of an
+    unknown tenant get the same answer, and cause no lookup.
     """
 
-    __slots__ = ("claim", "max_token_size", "name", "slot", "template", "tenants")
+    __slots__ = (
+        "claim",
+        "guests",
+        "max_token_size",
+        "name",
+        "slot",
+        "template",
+        "tenants",
+        "values",
+    )
 
     def __init__(
         self,
-        template: IssuerTemplate,
+        template: IssuerTemplate | ExactIssuer,
         slot: Slot,
-        tenants: Tenants,
+        tenants: Tenants | None,
         claim: str,
         max_token_size: int,
+        *,
+        guests: str = "allow",
+        values: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.template = template
         self.name = template.text
@@ -397,9 +512,11 @@ class TenantRoute:
         self.tenants = tenants
         self.claim = claim
         self.max_token_size = max_token_size
+        self.guests = guests
+        self.values = dict(values or {})
 
     def match(self, iss: str) -> str | None:
-        """The tenant ``iss`` names through this template, or None."""
+        """The tenant ``iss`` names through this template (or ``iss``, when exact), or None."""
         return self.template.match(iss)
 
     def verify_until(self, token: str | bytes, now: float) -> Result:
@@ -407,32 +524,36 @@ class TenantRoute:
         return self.routed(token, now, _core.unverified_issuer(token, self.max_token_size))
 
     def routed(self, token: str | bytes, now: float, iss: str | None) -> Result:
-        """Verify ``token``, whose unverified ``iss`` is ``iss``, as a token of this template."""
+        """Verify ``token``, whose unverified ``iss`` is ``iss``, as a token of this issuer."""
         tenant = None if iss is None else self.template.match(iss)
         if tenant is None:
             raise _issuer_refusal(self.name, iss)
-        claims = unverified_claims(token, self.max_token_size)
-        if claims is not None:  # unreadable: the core refuses it for what it is
-            self._check_claim(claims.get(self.claim), tenant)
-        allowed = self.tenants.known(tenant)
-        if allowed is None:
-            if not self.tenants.is_async:  # a sync callable failed just now (logged)
-                raise _undecided()
-            # An async callable: a step, run on the caller's event loop (or a fresh one).
-            return drive_sync(self._steps(token, now, tenant), token)
-        if not allowed:
-            raise self._not_allowed(tenant)
+        if self.tenants is not None:
+            claims = unverified_claims(token, self.max_token_size)
+            if claims is not None:  # unreadable: the core refuses it for what it is
+                self._check_claim(claims.get(self.claim), tenant)
         try:
             payload, until = self.slot.verify_until(token, now)
         except Pending as pending:  # keys fetched on the event loop: check what they verify
-            steps = self._then_bound(pending.steps, now, tenant)
+            steps = self._then_checked(pending.steps, now, tenant)
             next(steps)  # to where the suspended steps wait: the driver resumes both
             pending.steps = steps
             raise
-        return self._bound(payload, until, now, tenant)
+        payload, until = self._bound(payload, until, now, tenant)
+        if self.tenants is None:
+            return payload, until
+        decided = self.tenants.decide(tenant)
+        if isinstance(decided, bool):
+            return self._allowed(decided, payload, until, tenant)
+        steps = self._lookup(decided, payload, until, tenant)
+        try:
+            return drive_sync(steps, token, now)
+        except Pending as pending:
+            pending.wait = "tenant-lookup"
+            raise
 
-    def _then_bound(self, steps: Steps, now: float, tenant: str) -> Steps:
-        """``steps`` (suspended at their first wait), then the checks of :meth:`_bound`.
+    def _then_checked(self, steps: Steps, now: float, tenant: str) -> Steps:
+        """``steps`` (suspended at their first wait), then the checks after the signature.
 
         Primed by one ``next()`` (its first yield stands for the wait the
         steps are suspended at); every later send resumes ``steps``.
@@ -445,32 +566,54 @@ class TenantRoute:
                 wait = steps.send(sent)
         except StopIteration as done:
             payload, until = done.value
-        return self._bound(payload, until, now, tenant)
+        payload, until = self._bound(payload, until, now, tenant)
+        if self.tenants is None:
+            return payload, until
+        decided = self.tenants.decide(tenant)
+        if isinstance(decided, bool):
+            return self._allowed(decided, payload, until, tenant)
+        return (yield from self._lookup(decided, payload, until, tenant))
 
-    def _steps(self, token: str | bytes, now: float, tenant: str) -> Steps:
-        """Ask the async callable about ``tenant``, then verify (keys may be fetched too)."""
-        yield self.tenants.wait_for(tenant)
+    def _lookup(self, wait: KeyWait, payload: Any, until: float | None, tenant: str) -> Steps:
+        """Wait (bounded) for the lookup of ``tenant``; then its answer, or 503."""
+        sent = yield wait
+        assert self.tenants is not None  # noqa: S101 - only a template looks up
         allowed = self.tenants.known(tenant)
         if allowed is None:
-            raise _undecided()
+            if sent == FULL or not wait.flight.done.is_set():
+                raise _undecided("tenant-lookup")
+            raise _undecided("tenant-lookup-failed")
+        return self._allowed(allowed, payload, until, tenant)
+
+    def _allowed(self, allowed: bool, payload: Any, until: float | None, tenant: str) -> Result:
         if not allowed:
-            raise self._not_allowed(tenant)
-        slot = self.slot
-        if slot.source is None:
-            payload, until = slot.core.verify_until(token, now)  # type: ignore[union-attr]
-        else:
-            payload, until = yield from slot.steps(token, now, slot.timer(), None)
-        return self._bound(payload, until, now, tenant)
+            raise _refusal(
+                "tenant", f"tenant {_core.quoted(tenant, 64)} is not one this service accepts"
+            )
+        if self.guests == "refuse" and is_guest(payload):
+            raise _refusal("guest", "token is a guest's (acct or idp) and guests are refused")
+        return payload, until
 
     def _bound(self, payload: Any, until: float | None, now: float, tenant: str) -> Result:
-        """The verified ``iss`` and tenant claim name the tenant decided on; else refused."""
+        """The verified ``iss`` (and tenant claim) name what was routed on; values; guests."""
         iss = payload.get("iss")
         if not isinstance(iss, str) or self.template.match(iss) != tenant:
             raise _issuer_refusal(self.name, iss)
-        self._check_claim(payload.get(self.claim), tenant)
-        ttl = self.tenants.ttl
-        if ttl is not None and until is not None:  # a callable's answer is kept ttl at most
-            until = min(until, now + ttl)
+        if self.tenants is not None:
+            self._check_claim(payload.get(self.claim), tenant)
+            ttl = self.tenants.ttl
+            if ttl is not None and until is not None:  # a callable's answer is kept ttl at most
+                until = min(until, now + ttl)
+        for name, accepted in self.values.items():
+            value = payload.get(name)
+            if not isinstance(value, str) or value not in accepted:
+                raise _refusal(
+                    "invalid-claim",
+                    f"token's {name} claim is not "
+                    + ("one of the accepted values" if len(accepted) > 1 else "the accepted value"),
+                )
+        if self.tenants is None and self.guests == "refuse" and is_guest(payload):
+            raise _refusal("guest", "token is a guest's (acct or idp) and guests are refused")
         return payload, until
 
     def _check_claim(self, value: object, tenant: str) -> None:
@@ -482,16 +625,11 @@ class TenantRoute:
         if value != tenant:
             raise _refusal(
                 "tenant",
-                f'token\'s {claim} "{_core.escape(value, 64)}" is not the tenant its iss names '
-                f'("{_core.escape(tenant, 64)}")',
+                f"token's {claim} {_core.quoted(value, 64)} is not the tenant its iss names "
+                f"({_core.quoted(tenant, 64)})",
             )
-
-    def _not_allowed(self, tenant: str) -> _core.CoreError:
-        return _refusal(
-            "tenant", f'tenant "{_core.escape(tenant, 64)}" is not one this service accepts'
-        )
 
     def bucket(self, tenant: str) -> str | None:
         """The tenant as a metric attribute: only an allow-listed id, else None."""
-        listed = self.tenants.listed
+        listed = None if self.tenants is None else self.tenants.listed
         return tenant if listed is not None and tenant in listed else None

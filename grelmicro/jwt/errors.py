@@ -41,6 +41,7 @@ __all__ = [
     "DPoPProofError",
     "DPoPReplayError",
     "ExpiredTokenError",
+    "GuestRejectedError",
     "InsufficientRoleError",
     "InsufficientScopeError",
     "InvalidAudienceError",
@@ -55,6 +56,7 @@ __all__ = [
     "MalformedTokenError",
     "MissingClaimError",
     "TenantRejectedError",
+    "TenantUnavailableError",
     "TokenIssuedInFutureError",
     "TokenNotYetValidError",
     "TokenRejectedError",
@@ -278,6 +280,19 @@ class TenantRejectedError(ClaimsRejectedError):
     detail = "The token's tenant is not accepted by this service."
 
 
+class GuestRejectedError(ClaimsRejectedError):
+    """A guest's token, from an issuer configured with ``guests="refuse"``. HTTP 403.
+
+    The token verified, but its user is a guest of the tenant (Entra ID:
+    ``acct`` is 1, or ``idp`` names another issuer than ``iss``); the
+    FastAPI dependency answers 403 ``insufficient_scope``, not 401: a new
+    token of the same user would be refused the same way.
+    """
+
+    reason = "guest"
+    detail = "Guest users are not accepted by this service."
+
+
 class MissingClaimError(ClaimsRejectedError):
     """A required claim is absent. HTTP 401. ``claim`` names it."""
 
@@ -472,6 +487,20 @@ class KeyPendingError(KeysUnavailableError):
 
     reason = "key-pending"
     detail = "The token names a key not seen yet; try again shortly."
+
+
+class TenantUnavailableError(KeysUnavailableError):
+    """Whether the token's tenant is accepted could not be decided now. HTTP answer: 503.
+
+    The ``tenants=`` callable of an issuer template has not answered within
+    the wait (``wait`` ``tenant-lookup``), failed or took longer than its
+    bound (``tenant-lookup-failed``), or too many lookups run at once
+    (``tenant-lookups-busy``). The identity provider is not at fault: the
+    application's own tenant directory is.
+    """
+
+    reason = "tenant-unavailable"
+    detail = "Whether the token's tenant is accepted could not be decided; try again shortly."
 
 
 class ConfigurationError(JWTError, ValueError):

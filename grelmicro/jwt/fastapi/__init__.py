@@ -49,6 +49,7 @@ from grelmicro.jwt.fastapi._bindings import Binding, CertificateBinding, certifi
 from grelmicro.jwt.fastapi._challenges import BearerError, problem_response
 from grelmicro.jwt.fastapi._dpop import DPoPBearer, DPoPBinding
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation
+from grelmicro.jwt.fastapi._swagger import SwaggerLogin
 
 __all__ = [
     "SUBPROTOCOL",
@@ -59,6 +60,7 @@ __all__ = [
     "DPoPBinding",
     "JWTBearer",
     "Presentation",
+    "SwaggerLogin",
     "certificate_thumbprint",
     "check_routes",
     "problem_response",

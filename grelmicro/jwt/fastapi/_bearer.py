@@ -21,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, FastAPI
 from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
 from fastapi.openapi.models import OpenIdConnect as OpenIdConnectModel
+from fastapi.openapi.models import SecurityScheme as SecuritySchemeModel
 from fastapi.security import SecurityScopes
 from fastapi.security.base import SecurityBase
 from pydantic import ValidationError
@@ -39,6 +40,7 @@ from grelmicro.jwt.errors import (
     BindingError,
     ConfigurationError,
     DPoPBindingError,
+    GuestRejectedError,
     InvalidClaimError,
     KeysUnavailableError,
     TokenRejectedError,
@@ -92,6 +94,9 @@ class JWTBearer(SecurityBase):
         openid_connect_url: show an OpenID Connect scheme with this discovery
             URL in the OpenAPI document instead of an HTTP bearer scheme (by
             default taken from a verifier built with OIDC discovery).
+        security_scheme: the OpenAPI security scheme to show instead, such as
+            ``SwaggerLogin(...).security_scheme()`` for Swagger UI's
+            *Authorize* button (authorization code with PKCE).
         auto_error: ``False`` answers an anonymous request with ``None``
             rather than a 401 (a bad token is still a 401).
     """
@@ -109,6 +114,7 @@ class JWTBearer(SecurityBase):
         retry_after: int = _RETRY_AFTER,
         openid_connect_url: str | None = None,
         auto_error: bool = True,
+        security_scheme: SecuritySchemeModel | None = None,
     ) -> None:
         if not isinstance(verifier, JWTVerifier):
             raise ConfigurationError(
@@ -133,7 +139,9 @@ class JWTBearer(SecurityBase):
         self.scheme_name = scheme_name or "JWTBearer"
         url = openid_connect_url or verifier.discovery_url
         self.model = (
-            OpenIdConnectModel(openIdConnectUrl=url, description=description)
+            security_scheme
+            if security_scheme is not None
+            else OpenIdConnectModel(openIdConnectUrl=url, description=description)
             if url
             else HTTPBearerModel(bearerFormat="JWT", description=description)
         )
@@ -144,7 +152,7 @@ class JWTBearer(SecurityBase):
             self._schemes.update(binding.schemes)
         self._checked = frozenset(methods)
         self._required_roles: tuple[str, ...] = ()
-        self._required_tenants: tuple[frozenset[str], str] | None = None
+        self._required_tenants: tuple[frozenset[str], str | None] | None = None
         self._models: dict[type[Any], Callable[..., Awaitable[Any]]] = {}
         self._optional: JWTBearer | None = None
         self._role_variants: dict[tuple[str, ...], JWTBearer] = {}
@@ -183,6 +191,8 @@ class JWTBearer(SecurityBase):
                 claims = self.verifier.verify(presentation.token)
             except Pending as pending:  # a fetch this token waits for runs on the loop
                 claims = await self._finish(presentation, pending)
+            except GuestRejectedError:
+                raise self.challenges.guest() from None
             except TokenRejectedError as exc:
                 raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
             except KeysUnavailableError as exc:
@@ -232,6 +242,8 @@ class JWTBearer(SecurityBase):
         scheme = presentation.scheme
         try:
             claims: Claims = await pending.finish()
+        except GuestRejectedError:
+            raise self.challenges.guest() from None
         except TokenRejectedError as exc:
             raise self.challenges.invalid_token(exc.reason, scheme) from None
         except KeysUnavailableError as exc:
@@ -269,7 +281,7 @@ class JWTBearer(SecurityBase):
                 raise self.challenges.insufficient_role(missing)
         if self._required_tenants is not None:
             tenants, claim = self._required_tenants
-            tenant = claims.get(claim)
+            tenant = claims.tenant if claim is None else claims.get(claim)
             if not isinstance(tenant, str) or tenant not in tenants:
                 raise self.challenges.wrong_tenant()
 
@@ -329,19 +341,25 @@ class JWTBearer(SecurityBase):
             self._role_variants[wanted] = cached
         return cached
 
-    def require_tenant(self, *tenants: str, claim: str = "tid") -> "JWTBearer":
+    def require_tenant(self, *tenants: str, claim: str | None = None) -> "JWTBearer":
         """The same dependency, also requiring the token's tenant to be one of ``tenants``.
 
-        The tenant is the ``claim`` claim (``tid``, Entra ID's tenant id, by
-        default; ``claims.tenant``). Another tenant, or none, is a 403 with
-        reason ``access-denied`` and ``missing: ["tenant"]``; the body never
-        shows the token's tenant. The verifier decides which tenants may
-        call the service at all (``tenants=``); this narrows one route, as
-        ``Depends(auth.require_tenant("<tenant id>"))``.
+        The tenant is :attr:`Claims.tenant <grelmicro.jwt.Claims.tenant>`:
+        read only from the token of an issuer template, from that
+        template's tenant claim; another issuer's token has no tenant, even
+        with a ``tid``, and is refused here. Another tenant, or none, is a
+        403 with reason ``access-denied`` and ``missing: ["tenant"]``; the
+        body never shows the token's tenant. The verifier decides which
+        tenants may call the service at all (``tenants=``); this narrows one
+        route, as ``Depends(auth.require_tenant("<tenant id>"))``.
+
+        ``claim=`` reads that claim from any configured issuer's token
+        instead (Auth0 Organizations' ``org_id``): only for a service whose
+        every issuer is trusted to set it.
         """
         if not tenants or not all(isinstance(t, str) and t for t in tenants):
             raise ConfigurationError("require_tenant() takes one or more tenant ids")
-        if not isinstance(claim, str) or not claim:
+        if claim is not None and (not isinstance(claim, str) or not claim):
             raise ConfigurationError("require_tenant(claim=) is a claim name")
         if self._required_tenants is not None:
             raise ConfigurationError("require_tenant() is given once per dependency")

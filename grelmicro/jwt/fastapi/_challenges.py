@@ -23,6 +23,7 @@ from grelmicro.jwt.errors import (
     REASONS,
     AccessDeniedError,
     ConfigurationError,
+    GuestRejectedError,
     InsufficientRoleError,
     InsufficientScopeError,
     KeysUnavailableError,
@@ -233,6 +234,17 @@ class Challenges:
             detail,
             f'error_description="{InsufficientRoleError.reason}"',
             missing=missing,
+        )
+
+    def guest(self) -> BearerError:
+        """403: the token verified, but its user is a guest and its issuer refuses guests."""
+        return self.refusal(
+            403,
+            "insufficient_scope",
+            GuestRejectedError.reason,
+            GuestRejectedError.detail,
+            f'error_description="{GuestRejectedError.reason}"',
+            missing=("member",),
         )
 
     def wrong_tenant(self) -> BearerError:

@@ -1,0 +1,80 @@
+"""Swagger UI's Authorize button: the OpenAPI scheme and Swagger UI's settings (issue 39).
+
+What Swagger UI reads is checked here (the ``oauth2`` authorization-code
+flow with the full scope names, and ``initOAuth`` with the client id and
+PKCE on in the ``/docs`` page); a token carrying the short ``scp`` names
+then passes ``Security(auth, scopes=[...])``. The login in a real browser
+is not run here (no Chromium on the test machines yet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Security
+from forge import NOW, private_key
+from servers import serve
+
+from grelmicro.jwt import Claims, ConfigurationError, JWTVerifier
+from grelmicro.jwt.fastapi import JWTBearer, SwaggerLogin
+
+TENANT = "0f6b3c4e-2a1d-4c8b-9e7f-1a2b3c4d5e6f"
+API = "api://orders-api"
+
+
+def test_entra_login_shows_full_scope_names_and_routes_check_short_ones() -> None:
+    key = private_key("RS256", kid="k1", seed=91)
+    login = SwaggerLogin.entra(
+        TENANT, client_id="swagger-spa", api=API, scopes={"Orders.Read": "Read orders"}
+    )
+    verifier = JWTVerifier(
+        jwks={"keys": [key.public_jwk()]},
+        issuer=f"https://login.microsoftonline.com/{TENANT}/v2.0",
+        audience=API,
+        clock=lambda: float(NOW),
+    )
+    auth = JWTBearer(verifier, security_scheme=login.security_scheme())
+    app = FastAPI(swagger_ui_init_oauth=login.init_oauth())
+    auth.install(app)
+
+    reader = Security(auth, scopes=["Orders.Read"])  # the short name the token carries
+
+    @app.get("/orders")
+    def orders(claims: Claims = reader) -> dict[str, Any]:
+        return {"sub": claims.subject}
+
+    token = key.mint(
+        {
+            "iss": f"https://login.microsoftonline.com/{TENANT}/v2.0",
+            "aud": API,
+            "sub": "u",
+            "scp": "Orders.Read",
+            "exp": NOW + 600,
+        }
+    )
+    with serve(app) as client:
+        scheme = client.get("/openapi.json").json()["components"]["securitySchemes"]["JWTBearer"]
+        flow = scheme["flows"]["authorizationCode"]
+        assert scheme["type"] == "oauth2"
+        assert flow["authorizationUrl"] == (
+            f"https://login.microsoftonline.com/{TENANT}/oauth2/v2.0/authorize"
+        )
+        assert flow["tokenUrl"].endswith("/oauth2/v2.0/token")
+        assert flow["scopes"] == {f"{API}/Orders.Read": "Read orders"}
+        page = client.get("/docs").text
+        assert '"usePkceWithAuthorizationCodeGrant": true' in page
+        assert '"clientId": "swagger-spa"' in page
+        assert client.get("/docs/oauth2-redirect").status_code == 200
+        ok = client.get("/orders", headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200
+        assert client.get("/orders").status_code == 401
+
+
+def test_a_login_refuses_what_swagger_could_not_use() -> None:
+    with pytest.raises(ConfigurationError):
+        SwaggerLogin(authorization_url="", token_url="t", client_id="c", scopes={})
+    with pytest.raises(ConfigurationError):
+        SwaggerLogin(
+            authorization_url="a", token_url="t", client_id="c", scopes={}, selected=("x",)
+        )
