@@ -16,6 +16,13 @@ Example:
     ... )  # doctest: +SKIP
     >>> verifier.verify(token).subject  # doctest: +SKIP
     'user-1'
+
+Outside FastAPI, :func:`require_scopes`, :func:`require_roles` and
+:func:`require_tenant` check what a verified token grants (raising the 403
+errors), :mod:`grelmicro.jwt.challenges` turns any error into its HTTP
+answer, and :mod:`grelmicro.jwt.guard` does a whole request's check;
+``grelmicro.jwt.flask``, ``.django``, ``.drf``, ``.wsgi`` and ``.asgi`` wire
+them into those frameworks.
 """
 
 from grelmicro.jwt._claims import Claims
@@ -28,6 +35,7 @@ from grelmicro.jwt._dpop import (
     ReplayStore,
     jwk_thumbprint,
 )
+from grelmicro.jwt._grants import require_roles, require_scopes, require_tenant
 from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
@@ -126,6 +134,9 @@ __all__ = [
     "WeakKeyError",
     "access_token_profile",
     "jwk_thumbprint",
+    "require_roles",
+    "require_scopes",
+    "require_tenant",
     "unverified_header",
 ]
 

@@ -27,6 +27,15 @@ Roles
     ``("resource_access", "my.api", "roles")``. The value at a path is an
     array of strings (non-strings and empty strings are skipped) or one
     string taken as one role; anything else grants nothing.
+
+Checks
+    :func:`require_scopes`, :func:`require_roles` and :func:`require_tenant`
+    (public as ``grelmicro.jwt.require_*``) raise the taxonomy's 403 errors
+    (:class:`~grelmicro.jwt.InsufficientScopeError`,
+    :class:`~grelmicro.jwt.InsufficientRoleError`,
+    :class:`~grelmicro.jwt.AccessDeniedError` with ``missing == ("tenant",)``);
+    :meth:`grelmicro.jwt.challenges.Challenges.answer` turns each into its
+    HTTP answer. Every integration checks through them.
 """
 
 from __future__ import annotations
@@ -35,13 +44,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from grelmicro.jwt.errors import ConfigurationError
+from grelmicro.jwt.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InsufficientRoleError,
+    InsufficientScopeError,
+)
 
 __all__ = [
     "DEFAULT_ROLE_PATHS",
     "RolePath",
     "granted_scopes",
     "missing",
+    "require_roles",
+    "require_scopes",
+    "require_tenant",
     "role_paths",
     "roles_at",
     "scope_tokens",
@@ -153,3 +170,88 @@ def roles_at(claims: Mapping[str, Any], paths: Sequence[RolePath]) -> frozenset[
 def missing(granted: frozenset[str], required: Iterable[str]) -> list[str]:
     """The required items ``granted`` lacks, in the order they were required."""
     return [item for item in required if item not in granted]
+
+
+def _names_of(items: str | Iterable[str], what: str) -> tuple[str, ...]:
+    """Required names, checked: one string or an iterable of non-empty strings."""
+    names = (items,) if isinstance(items, str) else tuple(items)
+    if not all(isinstance(name, str) and name for name in names):
+        raise ConfigurationError(f"{what} are non-empty strings")
+    return names
+
+
+def require_scopes(
+    claims: Mapping[str, Any], scopes: str | Iterable[str], *, permissions: bool = False
+) -> None:
+    """Refuse ``claims`` unless they grant every scope in ``scopes``.
+
+    Scopes are read as :attr:`Claims.scopes <grelmicro.jwt.Claims.scopes>`
+    reads them (``scope``, else ``scp``); ``permissions=True`` also counts
+    Auth0's ``permissions`` array.
+
+    Raises:
+        InsufficientScopeError: a scope is missing; ``missing`` lists those
+            not granted, ``required`` all of ``scopes`` (HTTP 403
+            ``insufficient_scope``).
+        ConfigurationError: a scope is not a non-empty string.
+    """
+    wanted = _names_of(scopes, "scopes")
+    granted = granted_scopes(claims, permissions=permissions)
+    if not granted.issuperset(wanted):
+        error = InsufficientScopeError(f"missing scopes: {' '.join(missing(granted, wanted))}")
+        error.missing = tuple(missing(granted, wanted))
+        error.required = wanted
+        raise error
+
+
+def require_roles(
+    claims: Mapping[str, Any],
+    roles: str | Iterable[str],
+    *,
+    role_claims: str | Sequence[str | Sequence[str]] | None = None,
+) -> None:
+    """Refuse ``claims`` unless every role in ``roles`` is found at ``role_claims``.
+
+    ``role_claims``: the claim paths roles are read from (default ``roles``;
+    ``"realm_access.roles"`` for Keycloak; see :func:`role_paths`).
+
+    Raises:
+        InsufficientRoleError: a role is missing (HTTP 403); ``missing``
+            lists the roles not found, ``required`` all of ``roles``.
+        ConfigurationError: a role or a path is malformed.
+    """
+    wanted = _names_of(roles, "roles")
+    found = roles_at(claims, role_paths(role_claims))
+    if not found.issuperset(wanted):
+        lacking = tuple(missing(found, wanted))
+        error = InsufficientRoleError(f"missing roles: {', '.join(lacking)}")
+        error.missing = lacking
+        error.required = wanted
+        raise error
+
+
+def require_tenant(
+    claims: Mapping[str, Any], tenants: str | Iterable[str], *, claim: str | None = None
+) -> None:
+    """Refuse ``claims`` unless their tenant is in ``tenants``.
+
+    The tenant is :attr:`Claims.tenant <grelmicro.jwt.Claims.tenant>` by
+    default: read only from an issuer template's token, from its tenant
+    claim (another issuer's ``tid`` is no tenant). ``claim=`` reads that
+    claim from any token instead: only where every issuer is trusted to set it.
+
+    Raises:
+        AccessDeniedError: another tenant, or none (HTTP 403, reason
+            ``access-denied``, ``missing == ("tenant",)``); the message never
+            shows the token's tenant.
+        ConfigurationError: a tenant or ``claim`` is not a non-empty string.
+    """
+    allowed = _names_of(tenants, "tenants")
+    if claim is not None and (not isinstance(claim, str) or not claim):
+        raise ConfigurationError("the tenant claim is a claim name, such as 'tid'")
+    tenant = getattr(claims, "tenant", None) if claim is None else claims.get(claim)
+    if not isinstance(tenant, str) or tenant not in allowed:
+        error = AccessDeniedError("the token's tenant is not allowed here")
+        error.missing = ("tenant",)
+        error.required = ("tenant",)
+        raise error

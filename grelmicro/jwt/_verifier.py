@@ -42,6 +42,7 @@ from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import Key, json_text, key_identity, note_padded
 from grelmicro.jwt._outcomes import Outcomes
 from grelmicro.jwt._router import KeyRouter
+from grelmicro.jwt._runner import LoopThread
 from grelmicro.jwt._steps import Pending, drive_async
 from grelmicro.jwt._tenants import TENANT_TTL, TenantsOption
 from grelmicro.jwt.errors import (
@@ -62,8 +63,9 @@ _ROTATION = threading.Lock()
 
 
 def _fresh_rotation_lock() -> None:
-    global _ROTATION  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
+    global _ROTATION, _RUNNERS  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
     _ROTATION = threading.Lock()
+    _RUNNERS = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -255,6 +257,12 @@ _SIGNATURE = inspect.Signature(
 )
 
 
+#: Guards the lazy creation of a verifier's :class:`LoopThread`.
+_RUNNERS = threading.Lock()
+#: How long ``close()`` waits for ``start_sync()``'s thread to close its sources.
+_RUNNER_JOIN = 10.0
+
+
 class JWTVerifier:
     """Verifies bearer tokens against keys and a policy; built once, shared freely.
 
@@ -292,6 +300,7 @@ class JWTVerifier:
         "_engine": None,
         "_hook": None,
         "_keys": None,
+        "_loop_thread": None,
         "_outcomes": None,
         "_router": None,
         "_skipped": None,
@@ -312,6 +321,7 @@ class JWTVerifier:
     _hook: RejectHook | None
     _counters: list[int] | None
     _router: KeyRouter | None
+    _loop_thread: LoopThread | None
     _keys: tuple[_core.Key, ...]
     _skipped: tuple[tuple[str | None, str], ...]
     _outcomes: Outcomes
@@ -377,6 +387,7 @@ class JWTVerifier:
         counting = cache_stats or reporter is not None
         object.__setattr__(self, "_counters", [0, 0] if counting else None)
         object.__setattr__(self, "_router", None)
+        object.__setattr__(self, "_loop_thread", None)
         object.__setattr__(self, "_skipped", ())
         # issuer="...{tenantid}..." (with tenants=) is the one template Issuer it means.
         config, template = lift_template(
@@ -725,13 +736,44 @@ class JWTVerifier:
         if self._router is not None:
             await self._router.aclose()
 
-    def close(self) -> None:
-        """Close for sync apps: wait for a fetch thread, close our HTTP client.
+    def start_sync(self) -> None:
+        """:meth:`start` for apps without an event loop (WSGI workers): load keys, keep them fresh.
 
-        Keys are not fetched again afterwards (until ``await start()``): the
-        loaded keys serve until their staleness bound, then verification
-        raises :class:`KeysUnavailableError`.
+        Runs :meth:`start` on an event loop in a library thread and returns
+        once it has: keys are loaded (or the failure is logged and shown by
+        :meth:`health`, as with :meth:`start`), so ``/ready`` is true before
+        the first request. That loop then runs the background refresh and
+        every key fetch; request threads only wait for one (at most
+        ``key_wait``). :meth:`close` stops it. Calling it again while it
+        runs does nothing; a no-op for static keys.
+
+        In a server that forks workers (``gunicorn --preload``, uWSGI
+        without ``lazy-apps``), call it in each worker (gunicorn's
+        ``post_fork`` hook): a forked child has no thread of its parent's
+        and fetches on its own connections; its keys still load on first
+        need without it, but ``/ready`` and the refresh wait for traffic.
         """
+        router = self._router
+        if router is None:
+            return
+        with _RUNNERS:
+            runner = self._loop_thread
+            if runner is None:
+                runner = LoopThread()
+                object.__setattr__(self, "_loop_thread", runner)
+        runner.start(router.start, router.aclose)
+
+    def close(self) -> None:
+        """Close for sync apps: stop :meth:`start_sync`'s thread, wait for a fetch thread.
+
+        Also closes the HTTP clients the verifier opened. Keys are not
+        fetched again afterwards (until ``start_sync()`` or ``await
+        start()``): the loaded keys serve until their staleness bound, then
+        verification raises :class:`KeysUnavailableError`.
+        """
+        runner = self._loop_thread
+        if runner is not None and runner.running:
+            runner.stop(_RUNNER_JOIN)
         if self._router is not None:
             self._router.close()
 

@@ -441,6 +441,9 @@ class AccessDeniedError(JWTError):
     missing: tuple[str, ...] = ()
     """What the route required and the token did not grant."""
 
+    required: tuple[str, ...] = ()
+    """Everything the route required (RFC 6750's ``scope`` attribute names them all)."""
+
 
 class InsufficientScopeError(AccessDeniedError):
     """A required scope is not granted. HTTP 403, ``error="insufficient_scope"`` (RFC 6750)."""

@@ -70,6 +70,8 @@ class DocumentServer:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.answers: dict[str, Answer] = {}
         self.hits: collections.Counter[str] = collections.Counter()
+        # The client port of every request, per path: which connection asked.
+        self.peers: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
         # 304 answers to a conditional GET (an answer with an ETag header).
         self.not_modified: collections.Counter[str] = collections.Counter()
         self.stopping = threading.Event()
@@ -99,6 +101,7 @@ class DocumentServer:
                 path = self.path.split("?", 1)[0]
                 with outer._lock:
                     outer.hits[path] += 1
+                    outer.peers[path].append(int(self.client_address[1]))
                     answer = outer.answers.get(path, Answer(b"not found", 404))
                 if answer.gate is not None:
                     answer.gate.wait()

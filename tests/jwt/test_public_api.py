@@ -19,6 +19,9 @@ USER_MODULES = [
     "grelmicro.jwt._verifier",
 ]
 
+#: Public modules of their own (not re-exported): each ``__all__`` complete and documented.
+OWN_MODULES = ["grelmicro.jwt.challenges", "grelmicro.jwt.guard"]
+
 #: Listed in a module's ``__all__`` but deliberately not re-exported.
 NOT_RE_EXPORTED = {
     "ENV_PREFIX",  # the default of ``JWTVerifier.from_env(prefix=...)``, written out in its doc
@@ -136,3 +139,30 @@ def test_verify_is_documented_on_the_instance():
 
     assert inspect.getdoc(grelmicro.jwt.VerifyFunction.__call__)
     assert callable(verifier.verify)
+
+
+@pytest.mark.parametrize("module_name", OWN_MODULES)
+def test_public_modules_list_and_document_their_names(module_name: str):
+    module = importlib.import_module(module_name)
+
+    assert (module.__doc__ or "").strip()
+    assert list(module.__all__) == sorted(module.__all__, key=isort_style)
+    defined = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and isinstance(value, (type, types.FunctionType))
+        and value.__module__ == module_name
+    }
+    assert defined <= set(module.__all__)
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if isinstance(obj, (type, types.FunctionType)):
+            assert obj.__doc__, name
+        if isinstance(obj, type):
+            for member, value in documented_members(obj):
+                assert (getattr(value, "__doc__", None) or "").strip(), f"{name}.{member}"
+
+
+def test_grant_checks_are_public():
+    assert grelmicro.jwt.require_scopes.__module__ == "grelmicro.jwt._grants"

@@ -9,7 +9,6 @@ methods of the same names.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -20,6 +19,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketState
 
+from grelmicro.jwt import guard
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.errors import ConfigurationError, KeysUnavailableError, TokenRejectedError
 from grelmicro.jwt.fastapi._challenges import BearerError, Challenges, problem_response
@@ -99,29 +99,9 @@ def _escaped_handler(bearer: Bearer) -> Any:
 
 
 async def readiness(bearer: Bearer) -> JSONResponse:
-    """200 when keys are loaded and fresh, else 503 with ``Retry-After``."""
-    health = getattr(bearer.verifier, "health", None)
-    body: dict[str, Any] = {"ready": True}
-    if health is not None:
-        state = health()
-        body["ready"] = bool(state.ready)
-        for name in ("key_count", "fetch_count", "stale_uses"):
-            value = getattr(state, name, None)
-            if isinstance(value, int):
-                body[name] = value
-        problem = getattr(state, "problem", "")
-        if problem:  # a configuration error says so, not "keys unavailable"
-            body["problem"] = problem
-    if body["ready"]:
-        return JSONResponse(body)
-    # The real time to the next fetch attempt, when the verifier knows it.
-    retry = getattr(state, "retry_after", None) if health is not None else None
-    seconds = (
-        max(1, math.ceil(retry))
-        if isinstance(retry, (int, float)) and math.isfinite(retry)
-        else bearer.challenges.retry_after
-    )
-    return JSONResponse(body, status_code=503, headers={"Retry-After": str(seconds)})
+    """200 when keys are loaded and fresh, else 503 with ``Retry-After`` (``guard.readiness``)."""
+    answer = guard.readiness(bearer.verifier, bearer.challenges.retry_after)
+    return JSONResponse(answer.body, status_code=answer.status_code, headers=answer.headers)
 
 
 # -- the Depends(verifier.verify) mistake ------------------------------------

@@ -3,7 +3,8 @@
 Read the credentials, let each binding read what it needs, verify the token
 (waiting for a key refetch when the keys may be rotating), check the token's
 confirmation with the bindings, then the grants the route asks for. Every
-refusal is built by :class:`~grelmicro.jwt.fastapi._challenges.Challenges`;
+refusal is built by :class:`grelmicro.jwt.challenges.Challenges` and the grants
+are the public checks (``grelmicro.jwt.require_scopes``...);
 app wiring lives in :mod:`grelmicro.jwt.fastapi._app`.
 
 FastAPI reads the annotations of :meth:`JWTBearer.__call__` and of the
@@ -36,7 +37,9 @@ from grelmicro.jwt._config import check_flags
 from grelmicro.jwt._confirmation import JKT, UNBOUND, confirmation
 from grelmicro.jwt._steps import Pending
 from grelmicro.jwt._verifier import JWTVerifier
+from grelmicro.jwt.challenges import BEARER, Refusal
 from grelmicro.jwt.errors import (
+    AccessDeniedError,
     BindingError,
     ConfigurationError,
     DPoPBindingError,
@@ -47,7 +50,7 @@ from grelmicro.jwt.errors import (
 )
 from grelmicro.jwt.fastapi import _app
 from grelmicro.jwt.fastapi._bindings import Binding
-from grelmicro.jwt.fastapi._challenges import BEARER, BearerError, Challenges
+from grelmicro.jwt.fastapi._challenges import bearer_challenges
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation, read_credentials
 from grelmicro.jwt.otel import answered
 
@@ -145,7 +148,7 @@ class JWTBearer(SecurityBase):
             if url
             else HTTPBearerModel(bearerFormat="JWT", description=description)
         )
-        self.challenges = Challenges(realm, retry_after)
+        self.challenges = bearer_challenges(realm, retry_after)
         self._schemes = {b"bearer": BEARER}
         for binding in self.bindings:
             binding.configure(self.challenges)
@@ -201,7 +204,7 @@ class JWTBearer(SecurityBase):
                 await self._check_binding(connection, presentation, claims)
             if security_scopes.scopes or self._required_roles or self._required_tenants:
                 self._check_grants(claims, security_scopes.scopes)
-        except BearerError as exc:
+        except Refusal as exc:
             answered(self.verifier, exc.status_code, exc.reason)  # telemetry (otel.py)
             if connection.scope["type"] == "websocket":
                 await self._close(connection, exc)
@@ -269,23 +272,19 @@ class JWTBearer(SecurityBase):
             raise self.challenges.invalid_token(reason, presentation.scheme)
 
     def _check_grants(self, claims: Claims, scopes: Sequence[str]) -> None:
-        if scopes:
-            granted = _grants.granted_scopes(claims, permissions=self.permissions)
-            if not granted.issuperset(scopes):
-                missing = _grants.missing(granted, scopes)
-                raise self.challenges.insufficient_scope(scopes, missing)
-        if self._required_roles:
-            roles = _grants.roles_at(claims, self.role_claims)
-            if not roles.issuperset(self._required_roles):
-                missing = _grants.missing(roles, self._required_roles)
-                raise self.challenges.insufficient_role(missing)
-        if self._required_tenants is not None:
-            tenants, claim = self._required_tenants
-            tenant = claims.tenant if claim is None else claims.get(claim)
-            if not isinstance(tenant, str) or tenant not in tenants:
-                raise self.challenges.wrong_tenant()
+        """The route's scopes, roles and tenant: the public checks, answered by the challenges."""
+        try:
+            if scopes:
+                _grants.require_scopes(claims, scopes, permissions=self.permissions)
+            if self._required_roles:
+                _grants.require_roles(claims, self._required_roles, role_claims=self.role_claims)
+            if self._required_tenants is not None:
+                tenants, claim = self._required_tenants
+                _grants.require_tenant(claims, tenants, claim=claim)
+        except AccessDeniedError as exc:
+            raise self.challenges.answer(exc) from None
 
-    async def _close(self, connection: HTTPConnection, exc: BearerError) -> None:
+    async def _close(self, connection: HTTPConnection, exc: Refusal) -> None:
         """Refuse a websocket: accept the handshake, then close 1008 (1013 for a 503).
 
         A close code can only follow an accepted handshake; refusing it

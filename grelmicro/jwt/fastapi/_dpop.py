@@ -62,6 +62,7 @@ from grelmicro.jwt._confirmation import JKT, Confirmation
 from grelmicro.jwt._core import normalize_htu
 from grelmicro.jwt._dpop import DPoPRequest, DPoPSteps, DPoPVerifier
 from grelmicro.jwt._verifier import JWTVerifier
+from grelmicro.jwt.challenges import DPOP, Challenges, Refusal
 from grelmicro.jwt.errors import (
     ConfigurationError,
     DPoPBindingError,
@@ -70,21 +71,15 @@ from grelmicro.jwt.errors import (
 )
 from grelmicro.jwt.fastapi._bearer import JWTBearer
 from grelmicro.jwt.fastapi._bindings import Binding
-from grelmicro.jwt.fastapi._challenges import BearerError, Challenges
 from grelmicro.jwt.fastapi._presentation import Presentation
 from grelmicro.jwt.otel import Reporter, dpop_checked, dpop_reporter
 
 __all__ = ["DPoPBearer", "DPoPBinding"]
 
-DPOP = "DPoP"
-
 #: Problem-body detail of RFC 9449's ``use_dpop_nonce`` (an answer, not an
 #: error class; the other DPoP details are their error classes' own).
 _DETAILS = {"use-dpop-nonce": "The DPoP proof must carry the server's nonce (see DPoP-Nonce)."}
 
-_STORE_FULL = "Too many DPoP proofs are in flight; try again later."
-_OVER_QUOTA = "Too many DPoP proofs from this key; slow down."
-_STORE_DOWN = "The DPoP replay store cannot be reached; try again later."
 
 _ACCEPTED = {"required": "DPoP only", "accepted": "DPoP or Bearer", "off": "Bearer only"}
 
@@ -163,7 +158,6 @@ class DPoPBinding(Binding):
         self.public_url = None if public_url is None else _origin(public_url)
         self.allowed_hosts = None if allowed_hosts is None else _hosts(allowed_hosts)
         self.trust_host_header = trust_host_header
-        self._algs = f'algs="{" ".join(dpop.algorithms)}"'
         #: Where checks are counted (set by DPoPBearer when its verifier has telemetry).
         self.telemetry: Reporter | None = None
 
@@ -172,12 +166,10 @@ class DPoPBinding(Binding):
 
     def configure(self, challenges: Challenges) -> None:
         """Add the ``DPoP`` challenge; the mode says which schemes an anonymous request hears."""
-        challenges.add_scheme(DPOP, self._algs)
-        mode = self.dpop.mode
-        if mode == "required":
-            challenges.missing_challenge = challenges.challenge(DPOP)
-        elif mode == "accepted":
-            challenges.missing_challenge += ", " + challenges.challenge(DPOP)
+        nonces = self.dpop.nonces
+        challenges.add_dpop(
+            self.dpop.algorithms, self.dpop.mode, None if nonces is None else nonces.current
+        )
 
     def read(
         self, scope: Scope, presentation: Presentation, challenges: Challenges
@@ -270,58 +262,12 @@ class DPoPBinding(Binding):
 
     def _refused(
         self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
-    ) -> BearerError:
+    ) -> Refusal:
         dpop_checked(self.telemetry, exc)  # telemetry (otel.py)
-        return self._refusal(challenges, exc)
+        return challenges.answer(exc, DPOP)
 
-    def _refusal(
-        self, challenges: Challenges, exc: DPoPProofError | DPoPReplayError | DPoPBindingError
-    ) -> BearerError:
-        """The answer to a refused DPoP check."""
-        if isinstance(exc, DPoPBindingError):
-            return challenges.invalid_token(exc.reason, DPOP)
-        if isinstance(exc, DPoPProofError):
-            return (
-                self._use_nonce(challenges)
-                if exc.use_nonce
-                else self._proof_refused(challenges, exc.reason)
-            )
-        if exc.unavailable:
-            return challenges.unavailable(
-                "dpop-replay-store-unavailable", _STORE_DOWN, retry_after=exc.retry_after
-            )
-        if exc.store_full:
-            return challenges.unavailable(
-                "dpop-replay-store-full", _STORE_FULL, retry_after=exc.retry_after
-            )
-        if exc.over_quota:
-            return challenges.too_many(
-                "dpop-replay-over-quota", _OVER_QUOTA, retry_after=exc.retry_after
-            )
-        return self._proof_refused(challenges, exc.reason)
-
-    def _proof_refused(self, challenges: Challenges, reason: str) -> BearerError:
-        return challenges.refusal(
-            401,
-            "invalid_dpop_proof",
-            reason,
-            DPoPProofError.detail if reason == DPoPProofError.reason else DPoPReplayError.detail,
-            f'error_description="{reason}"',
-            scheme=DPOP,
-        )
-
-    def _use_nonce(self, challenges: Challenges) -> BearerError:
-        nonces = self.dpop.nonces
-        assert nonces is not None  # noqa: S101 - only raised when nonces are on
-        return challenges.refusal(
-            401,
-            "use_dpop_nonce",
-            "use-dpop-nonce",
-            _DETAILS["use-dpop-nonce"],
-            'error_description="use-dpop-nonce"',
-            scheme=DPOP,
-            headers={"DPoP-Nonce": nonces.current()},
-        )
+    def _proof_refused(self, challenges: Challenges, reason: str) -> Refusal:
+        return challenges.proof_refused(reason)
 
 
 class DPoPBearer(JWTBearer):

@@ -17,7 +17,8 @@ from urllib.parse import parse_qsl
 
 from starlette.types import Scope
 
-from grelmicro.jwt.fastapi._challenges import BEARER, Challenges
+from grelmicro.jwt.challenges import BEARER, Challenges
+from grelmicro.jwt.guard import split_authorization
 
 __all__ = ["SUBPROTOCOL", "Presentation", "read_credentials"]
 
@@ -38,18 +39,6 @@ class Presentation(NamedTuple):
     token: bytes
     proof: bytes | None = None
     certificate: bytes | None = None
-
-
-def _split(value: bytes) -> tuple[bytes, bytes]:
-    """``(scheme, credentials)`` of an ``Authorization`` value, whitespace trimmed.
-
-    Spaces and tabs (RFC 9110 optional whitespace; a token68 holds neither)
-    around and after the scheme are skipped.
-    """
-    parts = value.split(None, 1)
-    if len(parts) == 2:
-        return parts[0], parts[1].rstrip()
-    return (parts[0] if parts else b""), b""
 
 
 def _has_query_token(query: bytes) -> bool:
@@ -99,7 +88,7 @@ def read_credentials(
             return _presentation(BEARER, offered)
     if header is None:
         return None
-    raw_scheme, token = _split(header)
+    raw_scheme, token = split_authorization(header)
     scheme = schemes.get(raw_scheme.lower())
     if scheme is None:
         return None  # another scheme: not ours, answered like no credentials
@@ -117,4 +106,4 @@ def _scheme_of(header: bytes | None, schemes: Mapping[bytes, str]) -> str:
     """The scheme to challenge with: the one the client used if known, else Bearer."""
     if header is None:
         return BEARER
-    return schemes.get(_split(header)[0].lower(), BEARER)
+    return schemes.get(split_authorization(header)[0].lower(), BEARER)

@@ -1,0 +1,1 @@
+"""Apps the integration tests serve under real servers (gunicorn, uvicorn)."""
