@@ -124,9 +124,9 @@ SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
 
 def require_servers(session: nox.Session) -> None:
-    """The nginx and redis-server binaries the tests start on 127.0.0.1 (`prereqs.sh servers`)."""
-    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
-    for name in ("nginx", "redis-server"):
+    """nginx, Redis and Valkey: the tests start them on 127.0.0.1 (`prereqs.sh servers`)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN, "/opt/valkey/bin"])
+    for name in ("nginx", "redis-server", "redis-cli", "valkey-server"):
         require(session, shutil.which(name, path=path) is not None, name, "servers")
 
 
