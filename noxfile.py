@@ -410,8 +410,10 @@ def security(session: nox.Session) -> None:
     venv = Path(os.environ.get("SECURITY_VENV") or ROOT / ".venvs" / "security")
     vpy = fresh_venv(session, python, venv)
     # Test tools and runtime dependencies from PyPI, at the versions the dev
-    # environment pins; fastapi: the suite drives the FastAPI dependencies in process.
-    tests_need = ("pytest", "hypothesis", "cryptography", "fastapi")
+    # environment pins; fastapi: the suite drives the FastAPI dependencies in process;
+    # redis: the replay store's cases run a real redis-server (prereqs step servers).
+    require_servers(session)
+    tests_need = ("pytest", "hypothesis", "cryptography", "fastapi", "redis")
     pip_install(session, vpy, "-c", str(DEV_REQS), *tests_need, *RUNTIME)
     install_ours(session, vpy, *dirs)
     session.run(str(vpy), "-m", "pip", "check")

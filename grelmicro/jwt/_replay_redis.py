@@ -5,25 +5,39 @@ each replica remembers only the proofs it saw: N workers accept a captured
 proof up to N times. :class:`RedisReplayStore` keeps the memory in one Redis
 server that every worker shares, so a proof is accepted once per fleet.
 
-One round trip per proof: a server-side script (``EVALSHA``; redis-py loads
-it again after a ``SCRIPT FLUSH`` or a restart) that, atomically,
+One round trip per proof: a server-side script (``EVALSHA``; loaded again
+after a ``SCRIPT FLUSH`` or a restart) that, atomically,
 
-1. forgets entries whose deadline has passed (sorted sets scored by deadline);
+1. reads the server's clock (``TIME``) and forgets entries whose deadline
+   has passed by it (sorted sets scored by deadline);
 2. answers "replay" when the proof's replay key is there;
 3. applies the same rules as the in-process store: refused when the store
    holds ``max_size`` live entries (``store_full``), or when the proof's
    client key holds ``max_per_key`` entries or its fair share (fewer than
    the free room divided by the client keys holding entries, itself
    included: ``over_quota``), each with the time until room frees;
-4. otherwise records the entry until its deadline.
+4. otherwise records the entry until the server's now plus the proof's
+   remaining lifetime (as the worker computed it from its ``iat``).
+
+One clock for the fleet: only the remaining lifetime crosses from the
+worker, and the server dates, purges and expires entries by its own clock,
+so a worker whose clock is off cannot erase the entries of the others
+(issue 38, N30). The keys expire by themselves a minute after their last
+deadline, so an idle store leaves nothing.
 
 Every key of one store shares one hash tag (``{prefix}``), so the script's
 keys live in one slot: the store works on a Redis Cluster (on the node that
-owns the slot) and behind Sentinel (pass the master's client). The keys
-expire by themselves a minute after their last deadline (a relative TTL, so
-the Redis server's clock does not matter), so an idle store leaves nothing.
-The deadlines are the apps' clocks: keep the workers' clocks in sync (NTP),
-as DPoP's ``iat`` window needs anyway.
+owns the slot; give ``client=`` a ``redis.RedisCluster``) and behind
+Sentinel (``client=`` the master's client from ``Sentinel.master_for``).
+
+A burst is not an outage. The blocking path (:meth:`RedisReplayStore.record`)
+takes a connection from a pool of ``max_connections`` and waits for one, up
+to ``timeout``, when all are busy. The async path (``record_async``, what
+the FastAPI dependency awaits) hands the proof to one I/O thread per store
+and process, which sends every proof waiting as one pipeline on the sync
+client: the event loop never holds a connection, and a congested loop does
+not turn Redis's timely answer into a timeout (measured: issue 38 and
+``bench/dpop_redis_bench.py``).
 
 When Redis cannot be reached or answers an error, the proof is refused
 (:class:`~grelmicro.jwt.DPoPReplayError` with ``unavailable``, answered 503
@@ -228,27 +242,33 @@ class RedisReplayStore:
 
     Plug it into every worker's :class:`~grelmicro.jwt.DPoPVerifier`
     (``replay_store=``): a proof is then accepted once per fleet. Each proof
-    costs one round trip (a server-side script; see the module
-    documentation). The async FastAPI path awaits it on the event loop
-    (``redis.asyncio``); :meth:`record` is the blocking call for sync code.
+    costs one round trip (a server-side script on the server's clock; see the
+    module documentation). :meth:`record` is the blocking call for sync
+    code; :meth:`record_async` awaits the store's I/O thread, which pipelines
+    every proof waiting, without blocking the event loop.
 
     Args:
         url: the server, ``redis://host:6379/0`` (``rediss://`` for TLS,
             ``unix://`` for a socket). Or give ``client`` (and
             ``async_client``) built yourself, e.g. from a Sentinel.
-        client: a ``redis.Redis`` (or ``RedisCluster``) for :meth:`record`.
-        async_client: a ``redis.asyncio.Redis`` for :meth:`record_async`;
-            without one (and without ``url``) the async path calls
-            :meth:`record` in a worker thread.
+        client: a ``redis.Redis``, a ``redis.RedisCluster`` or a Sentinel
+            master's client; both paths use it (the async one through the
+            store's I/O thread).
+        async_client: a ``redis.asyncio.Redis`` :meth:`record_async` awaits
+            on the event loop instead of the I/O thread (its pool is then
+            yours to size: one that raises when exhausted refuses a burst).
         prefix: the keys' hash tag: ``{prefix}:seen``, ``{prefix}:owners``,
             ``{prefix}:key:<thumbprint>``. One per fleet that shares proofs.
         max_size: live entries the store holds at most (about 300 bytes each
             in Redis: some 160 MB when full at the default).
         max_per_key: live entries one client key holds at most (default
             ``max_size // 128``); a key's fair share may be lower.
-        timeout: seconds to connect and to wait for an answer, each.
-        max_connections: the connection pool's size, per process (and per
-            event loop for the async client).
+        timeout: seconds to connect, to wait for an answer, and to wait for
+            a free connection of the pool, each.
+        max_connections: the blocking path's connection pool, per process
+            (a caller beyond it waits up to ``timeout``; size it to the sync
+            threads of one worker, e.g. anyio's 40). The async path takes
+            one connection at a time, whatever the burst.
         fallback: ``None`` (the default) refuses every DPoP proof while Redis
             cannot be reached (503). A store (``ReplayStore()``) records in it
             instead: an explicit opt-out of fleet-wide replay protection

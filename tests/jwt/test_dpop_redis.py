@@ -7,13 +7,16 @@ in separate processes: a captured proof is accepted once across them with
 :class:`RedisReplayStore`, once per process without it.
 """
 
+import asyncio
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -378,3 +381,37 @@ def test_a_worker_80_s_ahead_cannot_erase_the_others_entries(redis_server: Redis
 
 def store_on_prefix(server: RedisServer, prefix: str) -> RedisReplayStore:
     return RedisReplayStore(server.url, prefix=prefix)
+
+
+# -- a burst is not an outage (N25) ----------------------------------------------------------
+
+
+def test_a_burst_of_500_on_one_event_loop_is_all_recorded(redis_server: RedisServer):
+    """500 proofs at once on one loop, a pool of 2: none refused (it raised at the 65th)."""
+    store = store_on(redis_server, max_connections=2, timeout=2.0)
+    now = time.time()
+
+    async def burst() -> list[bool]:
+        calls = [
+            store.record_async(uuid.uuid4().bytes, f"client-{i}", now=now, until=now + 70)
+            for i in range(500)
+        ]
+        return list(await asyncio.gather(*calls))
+
+    assert asyncio.run(burst()) == [True] * 500
+    store.close()
+
+
+def test_a_burst_of_threads_waits_for_the_blocking_pool(redis_server: RedisServer):
+    """64 threads at once on a pool of 2: each waits for a connection, none is refused."""
+    store = store_on(redis_server, max_connections=2, timeout=5.0)
+    now = time.time()
+    start = threading.Barrier(64)
+
+    def one(i: int) -> bool:
+        start.wait()
+        return store.record(uuid.uuid4().bytes, f"client-{i}", now=now, until=now + 70)
+
+    with ThreadPoolExecutor(64) as pool:
+        assert list(pool.map(one, range(64))) == [True] * 64
+    store.close()
