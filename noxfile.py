@@ -317,6 +317,9 @@ def bench_smoke(session: nox.Session) -> None:
     """Every benchmark lane checked for correctness, a few rounds, no timing asserted."""
     dev(session)
     session.run(str(PY), "bench/run.py", "--smoke")
+    # The DPoP replay store's load test: one uvicorn worker, 50 clients, a real redis-server.
+    require_servers(session)
+    session.run(str(PY), "bench/dpop_redis_bench.py", "--smoke")
     # 10 s, the smoke schedule (an announced rotation, a 5xx window): exit 1 on any broken rule.
     session.run(str(PY), "bench/soak.py", "--duration", "10", "--schedule", "smoke", "--no-plot")
 

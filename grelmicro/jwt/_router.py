@@ -111,7 +111,9 @@ class Precheck:
         not know the policy's required claims.
         """
 
-        def error(kind: str, message: str, **context: object) -> _core.CoreError:
+        def error(
+            kind: str, message: str, **context: float | str | tuple[str, ...]
+        ) -> _core.CoreError:
             refused = _core.CoreError(kind, message)
             refused.context = context or None
             return refused
@@ -132,7 +134,7 @@ class Precheck:
                 "issuer",
                 "token issuer is not the configured one",
                 expected=self.issuers,
-                seen=(iss,),
+                seen=(str(iss),),
             )
         aud = claims.get("aud")
         seen = (aud,) if isinstance(aud, str) else aud if isinstance(aud, list) else None
