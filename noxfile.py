@@ -124,9 +124,9 @@ SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 
 
 def require_servers(session: nox.Session) -> None:
-    """The nginx and redis-server binaries the tests start on 127.0.0.1 (`prereqs.sh servers`)."""
-    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
-    for name in ("nginx", "redis-server"):
+    """nginx, Redis and Valkey: the tests start them on 127.0.0.1 (`prereqs.sh servers`)."""
+    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN, "/opt/valkey/bin"])
+    for name in ("nginx", "redis-server", "redis-cli", "valkey-server"):
         require(session, shutil.which(name, path=path) is not None, name, "servers")
 
 
@@ -317,6 +317,9 @@ def bench_smoke(session: nox.Session) -> None:
     """Every benchmark lane checked for correctness, a few rounds, no timing asserted."""
     dev(session)
     session.run(str(PY), "bench/run.py", "--smoke")
+    # The DPoP replay store's load test: one uvicorn worker, 50 clients, a real redis-server.
+    require_servers(session)
+    session.run(str(PY), "bench/dpop_redis_bench.py", "--smoke")
     # 10 s, the smoke schedule (an announced rotation, a 5xx window): exit 1 on any broken rule.
     session.run(str(PY), "bench/soak.py", "--duration", "10", "--schedule", "smoke", "--no-plot")
 
@@ -410,8 +413,10 @@ def security(session: nox.Session) -> None:
     venv = Path(os.environ.get("SECURITY_VENV") or ROOT / ".venvs" / "security")
     vpy = fresh_venv(session, python, venv)
     # Test tools and runtime dependencies from PyPI, at the versions the dev
-    # environment pins; fastapi: the suite drives the FastAPI dependencies in process.
-    tests_need = ("pytest", "hypothesis", "cryptography", "fastapi")
+    # environment pins; fastapi: the suite drives the FastAPI dependencies in process;
+    # redis: the replay store's cases run a real redis-server (prereqs step servers).
+    require_servers(session)
+    tests_need = ("pytest", "hypothesis", "cryptography", "fastapi", "redis")
     pip_install(session, vpy, "-c", str(DEV_REQS), *tests_need, *RUNTIME)
     install_ours(session, vpy, *dirs)
     session.run(str(vpy), "-m", "pip", "check")

@@ -123,19 +123,31 @@ step_llvm-tools() {
 
 step_servers() {
     # The certificate-binding tests put a real nginx in front of the app, the
-    # DPoP tests share a real Redis between workers; each test starts its own
-    # server on a free port. The packages' services are not needed: where
-    # no policy-rc.d keeps them from starting, one is written for the install.
+    # DPoP tests share a real Redis between workers (also as a cluster and
+    # behind Sentinel: redis-server --sentinel, the same binary) and run on
+    # Valkey; each test starts its own server on a free port. The packages'
+    # services are not needed: where no policy-rc.d keeps them from
+    # starting, one is written for the install. Valkey is packaged from
+    # Debian trixie on: scripts/get-valkey.sh puts it in /opt/valkey.
     local missing=0
     PATH="$PATH:/usr/sbin:/sbin"
+    if ! [ -x /opt/valkey/bin/valkey-server ] && ! command -v valkey-server >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ]; then
+            bash "$ROOT/scripts/get-valkey.sh" >/dev/null || return 1
+        else
+            echo "prereqs: needs root to run: bash scripts/get-valkey.sh" >&2
+            return 1
+        fi
+    fi
     command -v nginx >/dev/null 2>&1 || missing=1
     command -v redis-server >/dev/null 2>&1 || missing=1
+    command -v redis-cli >/dev/null 2>&1 || missing=1
     [ "$missing" = 0 ] && return 0
     local policy=/usr/sbin/policy-rc.d written=0
     if [ ! -e "$policy" ] && [ "$(id -u)" = 0 ]; then
         printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && written=1
     fi
-    apt_install nginx redis-server || { [ "$written" = 1 ] && rm -f "$policy"; return 1; }
+    apt_install nginx redis-server redis-tools || { [ "$written" = 1 ] && rm -f "$policy"; return 1; }
     [ "$written" = 1 ] && rm -f "$policy"
     return 0
 }

@@ -1,10 +1,14 @@
-"""Real servers the tests start themselves on 127.0.0.1: nginx and Redis.
+"""Real servers the tests start themselves on 127.0.0.1: nginx, Redis and Valkey.
 
-Both come from Debian packages installed by ``bash scripts/prereqs.sh
-servers``; a test that needs one fails naming that step when it is missing
-(never skips). Each server runs in the foreground as a child of the test
-process, on a free port, with its files in a temporary directory, and is
-stopped (and waited for) when the test leaves the ``with`` block.
+nginx and Redis come from Debian packages installed by ``bash
+scripts/prereqs.sh servers``; Valkey (packaged from Debian trixie on) from
+the same step, through ``scripts/get-valkey.sh`` into ``/opt/valkey``. A
+test that needs one fails naming that step when it is missing (never
+skips). Redis also runs as a three-node cluster (:class:`RedisCluster`) and
+as a master, a replica and a Sentinel (:class:`RedisSentinel`). Each
+server runs in the foreground as a child of the test process, on a free
+port, with its files in a temporary directory, and is stopped (and waited
+for) when the test leaves the ``with`` block.
 """
 
 from __future__ import annotations
@@ -15,13 +19,22 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["Nginx", "RedisServer", "binary", "free_port", "wait_listening"]
+__all__ = [
+    "Nginx",
+    "RedisCluster",
+    "RedisSentinel",
+    "RedisServer",
+    "binary",
+    "free_port",
+    "wait_for",
+    "wait_listening",
+]
 
-#: Where Debian puts daemons (not on every user's PATH).
-_SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+#: Where Debian puts daemons (not on every user's PATH); scripts/get-valkey.sh's prefix.
+_SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin", "/opt/valkey/bin")
 #: The longest a server may take to start or stop before the test fails (a hang).
 START_GUARD = 20.0
 
@@ -73,31 +86,47 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.stdout.close()
 
 
+def wait_for(condition: Callable[[], bool], what: str, guard: float = START_GUARD) -> None:
+    """Poll ``condition`` until it holds (a server state with no event to wait on)."""
+    deadline = time.monotonic() + guard
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen in {guard} s")
+        time.sleep(0.05)
+
+
 class RedisServer:
-    """``redis-server`` on 127.0.0.1 and a free port, no persistence.
+    """``redis-server`` (or ``valkey-server``) on 127.0.0.1 and a free port, no persistence.
 
     :meth:`stop` ends it (the tests that show the store failing closed stop
-    it mid-run); :meth:`start` starts it again on the same port.
+    it mid-run); :meth:`start` starts it again on the same port. ``extra``
+    adds command-line options (``--cluster-enabled yes``, ``--replicaof``).
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(
+        self, folder: Path, *, server: str = "redis-server", extra: Sequence[str] = ()
+    ) -> None:
         self.folder = folder
+        self.server = server
+        self.extra = tuple(extra)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RedisServer:
+        self.folder.mkdir(parents=True, exist_ok=True)
         command = [
-            binary("redis-server"),
+            binary(self.server),
             "--bind", "127.0.0.1",
             "--port", str(self.port),
             "--save", "",
             "--appendonly", "no",
             "--dir", str(self.folder),
             "--loglevel", "warning",
+            *self.extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        wait_listening(self.port, self.process, "redis-server")
+        wait_listening(self.port, self.process, self.server)
         return self
 
     def stop(self) -> None:
@@ -110,6 +139,134 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RedisCluster:
+    """A Redis Cluster of three masters on 127.0.0.1 (no replicas), made with redis-cli.
+
+    Each node is a :class:`RedisServer` with ``--cluster-enabled yes``;
+    ``redis-cli --cluster create`` shares the 16384 slots among them.
+    ``nodes`` are the servers; ``port`` is the first node's.
+    """
+
+    def __init__(self, folder: Path, size: int = 3) -> None:
+        options = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "2000",
+        ]  # fmt: skip
+        self.nodes = [RedisServer(folder / f"node{i}", extra=options) for i in range(size)]
+        self.port = self.nodes[0].port
+
+    def __enter__(self) -> RedisCluster:
+        try:
+            for node in self.nodes:
+                node.start()
+            addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
+            subprocess.run(
+                [binary("redis-cli"), "--cluster", "create", *addresses,
+                 "--cluster-replicas", "0", "--cluster-yes"],
+                check=True, capture_output=True, timeout=START_GUARD,
+            )  # fmt: skip
+            wait_for(self._ready, "the cluster's slots agreed on every node")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        for node in self.nodes:
+            info = subprocess.run(
+                [binary("redis-cli"), "-p", str(node.port), "cluster", "info"],
+                capture_output=True, text=True, timeout=START_GUARD, check=False,
+            ).stdout  # fmt: skip
+            if "cluster_state:ok" not in info:
+                return False
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+_SENTINEL_CONF = """
+port {port}
+bind 127.0.0.1
+dir {folder}
+sentinel resolve-hostnames no
+sentinel monitor {name} 127.0.0.1 {master} 1
+sentinel down-after-milliseconds {name} 400
+sentinel failover-timeout {name} 3000
+sentinel parallel-syncs {name} 1
+"""
+
+
+class RedisSentinel:
+    """A master, its replica and one Sentinel (quorum 1) on 127.0.0.1.
+
+    The Sentinel is ``redis-server --sentinel`` (Debian's redis-sentinel
+    package is the same binary); it declares the master down 0.4 s after
+    it stops answering and promotes the replica.
+    """
+
+    name = "grelmicro"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.master = RedisServer(folder / "master")
+        self.replica = RedisServer(
+            folder / "replica", extra=["--replicaof", "127.0.0.1", str(self.master.port)]
+        )
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> RedisSentinel:
+        try:
+            self.master.start()
+            self.replica.start()
+            conf = self.folder / "sentinel.conf"
+            conf.write_text(
+                _SENTINEL_CONF.format(
+                    port=self.port, folder=self.folder, name=self.name, master=self.master.port
+                )
+            )
+            self.process = subprocess.Popen(
+                [binary("redis-server"), str(conf), "--sentinel"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            wait_listening(self.port, self.process, "redis-sentinel")
+            wait_for(self._knows_the_replica, "the Sentinel found the replica")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _cli(self, *args: str) -> str:
+        return subprocess.run(
+            [binary("redis-cli"), "-p", str(self.port), *args],
+            capture_output=True, text=True, timeout=START_GUARD, check=False,
+        ).stdout  # fmt: skip
+
+    def _knows_the_replica(self) -> bool:
+        replication = subprocess.run(
+            [binary("redis-cli"), "-p", str(self.replica.port), "info", "replication"],
+            capture_output=True, text=True, timeout=START_GUARD, check=False,
+        ).stdout  # fmt: skip
+        if "master_link_status:up" not in replication:
+            return False
+        return str(self.replica.port) in self._cli("sentinel", "replicas", self.name)
+
+    def master_port(self) -> int:
+        """The port the Sentinel names as the master now."""
+        return int(self._cli("sentinel", "get-master-addr-by-name", self.name).split()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            _stop(self.process)
+            self.process = None
+        self.replica.stop()
+        self.master.stop()
 
 
 _NGINX_CONF = """

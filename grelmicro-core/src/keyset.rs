@@ -275,6 +275,13 @@ impl KeySet {
             set.union(AlgorithmSet::accepted_by(k.algorithm()))
         });
         if !self.usable.contains(&true) {
+            if self
+                .skipped
+                .iter()
+                .any(|s| s.code == SkipCode::ExposedSecret)
+            {
+                return Err(Error::new(ErrorKind::WeakKey, EXPOSED));
+            }
             return Err(Error::new(
                 failure,
                 if self.keys.is_empty() {

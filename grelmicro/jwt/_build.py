@@ -34,7 +34,7 @@ from grelmicro.jwt._tenants import (
     check_unambiguous,
     is_template,
 )
-from grelmicro.jwt.errors import ConfigurationError
+from grelmicro.jwt.errors import ConfigurationError, WeakKeyError
 
 __all__ = ["MANY_SOURCES", "build_router", "lift_template"]
 
@@ -58,9 +58,32 @@ def _static_key_set(
         _core.raise_translated(exc)
 
 
-def _static_slot(issuer: Issuer, policy: _core.Policy) -> tuple[Slot, int]:
+def _static_slot(issuer: Issuer, policy: _core.Policy) -> tuple[Slot, int, list[_core.Key]]:
     key_set = _static_key_set(issuer.issuer, issuer.keys, issuer.jwks, issuer.allow_symmetric)
-    return static_slot(issuer.issuer, policy, key_set), len(key_set)
+    return static_slot(issuer.issuer, policy, key_set), len(key_set), key_set.keys
+
+
+#: The core's code for a secret whose reading is a public member or a kid of
+#: a key beside it (issues 33 and 38, D5).
+_EXPOSED = "exposed-secret"
+
+
+def check_no_exposed_secret(keys: list[_core.Key]) -> None:
+    """Refuse an HMAC secret that is public material of any key of the verifier.
+
+    Each issuer's key set checks its own keys; this checks them all together,
+    across issuers (issue 38, D5): a secret of one issuer that reads as a
+    member or a kid of another issuer's key is as public as that key.
+    """
+    if len(keys) < 2:
+        return
+    try:
+        together = _core.KeySet(keys)
+    except _core.CoreError:
+        return  # no usable key in all: each issuer's own set said why
+    for kid, code, reason in together.skipped:
+        if code == _EXPOSED:
+            raise WeakKeyError(f"key {kid!r}: {reason}")
 
 
 def _check_sources(
@@ -176,6 +199,7 @@ def build_router(
     slots: dict[str, Slot] = {}
     templates: list[TemplateRoute] = []
     static_keys = 0
+    in_code: list[_core.Key] = []
     if listed is None:
         slot = Slot(
             config.issuer[0] if len(config.issuer) == 1 else "(any configured issuer)",
@@ -210,8 +234,9 @@ def build_router(
                     precheck=_precheck(own),
                 )
             else:
-                slot, count = _static_slot(issuer, policy)
+                slot, count, held = _static_slot(issuer, policy)
                 static_keys += count
+                in_code.extend(held)
             checks = {"guests": issuer.guests, "values": issuer.claim_values}
             if issuer.template is None:
                 if issuer.guests == "allow" and not issuer.claim_values:
@@ -241,6 +266,7 @@ def build_router(
                     **checks,  # type: ignore[arg-type]
                 )
             )
+    check_no_exposed_secret(in_code)
     router = KeyRouter(
         slots,
         list(sources.values()),

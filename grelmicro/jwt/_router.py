@@ -97,37 +97,67 @@ class Precheck:
     leeway: float
     max_token_size: int
 
-    def refusal(self, token: str | bytes, now: float) -> _core.CoreError | None:
-        """The refusal any key would give ``token`` for its claims, or None."""
+    def refusal(  # noqa: PLR0911 - one return per refusal, in the core's order
+        self, token: str | bytes, now: float
+    ) -> _core.CoreError | None:
+        """The refusal any key would give ``token`` for its claims, or None.
+
+        Also refused before a fetch (issue 38, N33): a payload that cannot
+        be read (three segments within the size cap, but not a JSON object
+        in base64url); ``iss`` missing or not a string while issuers are
+        configured; ``aud`` missing or not a string or list of strings while
+        audiences are; ``exp`` present but not a finite number (never
+        accepted). A missing ``exp`` still spends a fetch: this check does
+        not know the policy's required claims.
+        """
+
+        def error(
+            kind: str, message: str, **context: float | str | tuple[str, ...]
+        ) -> _core.CoreError:
+            refused = _core.CoreError(kind, message)
+            refused.context = context or None
+            return refused
+
         claims = unverified_claims(token, self.max_token_size)
         if claims is None:
+            raw = token.encode("ascii", "replace") if isinstance(token, str) else token
+            if len(raw) <= self.max_token_size and raw.count(b".") == 2:
+                return error("malformed", "token payload is not a readable JSON object")
             return None
         iss = claims.get("iss")
-        if self.issuers and isinstance(iss, str) and iss not in self.issuers:
-            error = _core.CoreError("issuer", "token issuer is not the configured one")
-            error.context = {"expected": self.issuers, "seen": (iss,)}
-            return error
+        if self.issuers and iss is None:
+            return error("missing-claim", "token has no iss claim", claim="iss")
+        if self.issuers and not isinstance(iss, str):
+            return error("invalid-claim", "token iss claim must be a string", claim="iss")
+        if self.issuers and iss not in self.issuers:
+            return error(
+                "issuer",
+                "token issuer is not the configured one",
+                expected=self.issuers,
+                seen=(str(iss),),
+            )
         aud = claims.get("aud")
         seen = (aud,) if isinstance(aud, str) else aud if isinstance(aud, list) else None
-        if (
-            self.audiences
-            and seen is not None
-            and all(isinstance(v, str) for v in seen)
-            and not set(seen) & set(self.audiences)
-        ):
-            error = _core.CoreError("audience", "token audience is not a configured one")
-            error.context = {"expected": self.audiences, "seen": tuple(seen)}
-            return error
-        exp = claims.get("exp")
-        if (
-            isinstance(exp, (int, float))
-            and not isinstance(exp, bool)
-            and math.isfinite(exp)
-            and now >= exp + self.leeway
-        ):
-            error = _core.CoreError("expired", "token expired")
-            error.context = {"exp": float(exp), "now": float(now), "leeway": self.leeway}
-            return error
+        if self.audiences and aud is None:
+            return error("missing-claim", "token has no aud claim", claim="aud")
+        if self.audiences and (seen is None or not all(isinstance(v, str) for v in seen)):
+            return error(
+                "invalid-claim", "token aud claim must be a string or strings", claim="aud"
+            )
+        if self.audiences and seen is not None and not set(seen) & set(self.audiences):
+            return error(
+                "audience",
+                "token audience is not a configured one",
+                expected=self.audiences,
+                seen=tuple(seen),
+            )
+        exp = claims.get("exp", 0)
+        if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not math.isfinite(exp):
+            return error("invalid-claim", "token exp claim must be a number", claim="exp")
+        if "exp" in claims and now >= exp + self.leeway:
+            return error(
+                "expired", "token expired", exp=float(exp), now=float(now), leeway=self.leeway
+            )
         return None
 
 

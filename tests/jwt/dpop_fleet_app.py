@@ -4,8 +4,10 @@
 the replay store is a :class:`RedisReplayStore` on ``GRELMICRO_TEST_REDIS``
 when that is set, the in-process default otherwise (the contrast the tests
 show); ``GRELMICRO_TEST_FALLBACK=1`` opts into the in-process fallback while
-Redis is down. Access tokens are HS256 over the forge's secret; the clock is
-the real one (Redis and the workers share it). ``/items`` answers the pid of
+Redis is down; ``GRELMICRO_TEST_STORE_DEFAULTS=1`` keeps the store's own
+timeout (the load test of ``bench/dpop_redis_bench.py``) and
+``GRELMICRO_TEST_MAX_CONNECTIONS`` sets its pool. Access tokens are HS256
+over the forge's secret; the clock is the real one. ``/items`` answers the pid of
 the worker that accepted the request.
 """
 
@@ -23,11 +25,16 @@ from grelmicro.jwt.fastapi_dpop import DPoPBearer
 ORIGIN = "https://api.example.com"
 
 _url = os.environ.get("GRELMICRO_TEST_REDIS")
+_options: dict[str, Any] = {"timeout": 0.5}
+if os.environ.get("GRELMICRO_TEST_STORE_DEFAULTS"):
+    _options = {}
+if os.environ.get("GRELMICRO_TEST_MAX_CONNECTIONS"):
+    _options["max_connections"] = int(os.environ["GRELMICRO_TEST_MAX_CONNECTIONS"])
 store = (
     RedisReplayStore(
         _url,
-        timeout=0.5,
         fallback=ReplayStore() if os.environ.get("GRELMICRO_TEST_FALLBACK") else None,
+        **_options,
     )
     if _url
     else None

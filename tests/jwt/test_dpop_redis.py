@@ -7,19 +7,23 @@ in separate processes: a captured proof is accepted once across them with
 :class:`RedisReplayStore`, once per process without it.
 """
 
+import asyncio
 import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
 import pytest
+import redis
 from daemons import RedisServer, free_port, wait_listening
 from dpop_proofs import ProofSigner, access_token
 from fastapi import Depends, FastAPI
@@ -29,6 +33,7 @@ from servers import serve
 from grelmicro.jwt import (
     Claims,
     ConfigurationError,
+    DPoPProofError,
     DPoPReplayError,
     DPoPVerifier,
     JWTVerifier,
@@ -253,37 +258,36 @@ def small_store(request: pytest.FixtureRequest, redis_server: RedisServer) -> An
 
 
 def test_a_keys_share_shrinks_as_keys_fill_the_store(small_store: Any):
+    """One ``now`` for every call: the Redis store dates entries by the server's clock."""
     store = small_store(8)
     now, window = time.time(), 70.0
 
-    def record(owner: str, at: float = now) -> bool:
-        return bool(store.record(uuid.uuid4().bytes, owner, now=at, until=at + window))
+    def record(owner: str) -> bool:
+        return bool(store.record(uuid.uuid4().bytes, owner, now=now, until=now + window))
 
     # Alone, a key takes up to half: 4 entries (3 < 8 - 3, then 4 < 8 - 4 fails).
-    assert [record("a", now + i) for i in range(4)] == [True] * 4
+    assert [record("a") for _ in range(4)] == [True] * 4
     with pytest.raises(DPoPReplayError) as caught:
-        record("a", now + 4)
+        record("a")
     assert caught.value.over_quota
-    # The key's own oldest entry frees its room: 66 s from then (not a constant).
-    assert caught.value.retry_after == pytest.approx(window - 4, abs=0.01)
+    # The key's own oldest entry frees its room: one window from its recording.
+    assert caught.value.retry_after == pytest.approx(window, abs=1.0)
     # A newcomer is let in while there is room; with two keys the shares shrink:
     # b takes 2 (1 * 2 keys < 3 free, then 2 * 2 < 2 fails).
-    assert record("b", now + 5)
-    assert record("b", now + 5)
+    assert record("b")
+    assert record("b")
     with pytest.raises(DPoPReplayError) as second:
-        record("b", now + 5)
+        record("b")
     assert second.value.over_quota
     # Newcomers get in until the store is full (the last free entry, for d).
-    assert record("c", now + 6)
+    assert record("c")
     with pytest.raises(DPoPReplayError):
-        record("c", now + 6)  # 1 * 3 keys >= 1 free
-    assert record("d", now + 6)
+        record("c")  # 1 * 3 keys >= 1 free
+    assert record("d")
     with pytest.raises(DPoPReplayError) as full:
-        record("e", now + 7)
+        record("e")
     assert full.value.store_full
-    # Room frees when the store's oldest entry expires: a's first, at now + 70.
-    assert full.value.retry_after == pytest.approx(window - 7, abs=0.01)
-    assert record("e", now + window + 0.5)  # past it: room again
+    assert full.value.retry_after == pytest.approx(window, abs=1.0)
 
 
 def test_a_replay_is_a_replay_in_both_stores(small_store: Any):
@@ -291,8 +295,27 @@ def test_a_replay_is_a_replay_in_both_stores(small_store: Any):
     key, now = uuid.uuid4().bytes, time.time()
     assert store.record(key, "a", now=now, until=now + 70)
     assert not store.record(key, "a", now=now + 1, until=now + 71)
-    assert not store.record(key, "a", now=now + 70, until=now + 140)  # through its deadline
-    assert store.record(key, "a", now=now + 70.5, until=now + 140)  # forgotten after it
+    assert not store.record(key, "a", now=now, until=now + 70)
+
+
+def test_an_entry_is_forgotten_after_its_deadline_on_the_servers_clock(
+    redis_server: RedisServer,
+):
+    """The in-process store's expiry is tested with a virtual clock; Redis has only its own."""
+    store = store_on(redis_server, max_size=2, max_per_key=2)
+    server = redis.Redis.from_url(redis_server.url)
+    key, now = uuid.uuid4().bytes, time.time()
+    assert store.record(key, "a", now=now, until=now + 0.005)  # 5 ms on the server's clock
+    recorded = server_ms(server)
+    while server_ms(server) <= recorded + 5:  # the server's clock passes the deadline
+        pass
+    assert store.record(key, "a", now=now, until=now + 70)  # forgotten: recorded again
+    server.close()
+
+
+def server_ms(server: Any) -> int:
+    seconds, micros = server.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -316,3 +339,79 @@ def test_a_replay_is_a_replay_in_both_stores(small_store: Any):
 def test_bad_settings_are_configuration_errors(options: dict[str, Any]):
     with pytest.raises(ConfigurationError):
         RedisReplayStore(**options)
+
+
+# -- one clock for the fleet: the server's (N30) ------------------------------------------
+
+
+def test_a_worker_80_s_ahead_cannot_erase_the_others_entries(redis_server: RedisServer):
+    """Two workers, one Redis, clocks 80 s apart: a captured proof is refused at both.
+
+    Before, each call purged entries by its caller's clock: the fast worker's
+    next proof erased every live entry, and the captured proof was accepted
+    again at the correct worker.
+    """
+    prefix = f"test:{uuid.uuid4().hex}"
+    tokens = JWTVerifier([Key.secret(SECRET)])
+    on_time = DPoPVerifier("required", replay_store=store_on_prefix(redis_server, prefix))
+    ahead = DPoPVerifier(
+        "required",
+        replay_store=store_on_prefix(redis_server, prefix),
+        clock=lambda: time.time() + 80,
+    )
+    victim, other = ProofSigner("ES256", seed=30), ProofSigner("ES256", seed=31)
+    victim_token, other_token = fresh_token(victim), fresh_token(other)
+
+    def present(dpop: DPoPVerifier, token: str, proof: str) -> None:
+        dpop.check(
+            scheme="DPoP", access_token=token, claims=tokens.verify(token),
+            proof=proof, method="GET", uri=URI,
+        )  # fmt: skip
+
+    captured = victim.proof("GET", URI, victim_token, iat=time.time())
+    present(on_time, victim_token, captured)
+    # The fast worker serves a client whose clock agrees with it (a proof it accepts).
+    present(ahead, other_token, other.proof("GET", URI, other_token, iat=time.time() + 80))
+    with pytest.raises(DPoPReplayError) as caught:
+        present(on_time, victim_token, captured)
+    assert caught.value.reason == "dpop-replay"
+    with pytest.raises(DPoPProofError):  # the fast worker: outside its iat window anyway
+        present(ahead, victim_token, captured)
+
+
+def store_on_prefix(server: RedisServer, prefix: str) -> RedisReplayStore:
+    return RedisReplayStore(server.url, prefix=prefix)
+
+
+# -- a burst is not an outage (N25) ----------------------------------------------------------
+
+
+def test_a_burst_of_500_on_one_event_loop_is_all_recorded(redis_server: RedisServer):
+    """500 proofs at once on one loop, a pool of 2: none refused (it raised at the 65th)."""
+    store = store_on(redis_server, max_connections=2, timeout=2.0)
+    now = time.time()
+
+    async def burst() -> list[bool]:
+        calls = [
+            store.record_async(uuid.uuid4().bytes, f"client-{i}", now=now, until=now + 70)
+            for i in range(500)
+        ]
+        return list(await asyncio.gather(*calls))
+
+    assert asyncio.run(burst()) == [True] * 500
+    store.close()
+
+
+def test_a_burst_of_threads_waits_for_the_blocking_pool(redis_server: RedisServer):
+    """64 threads at once on a pool of 2: each waits for a connection, none is refused."""
+    store = store_on(redis_server, max_connections=2, timeout=5.0)
+    now = time.time()
+    start = threading.Barrier(64)
+
+    def one(i: int) -> bool:
+        start.wait()
+        return store.record(uuid.uuid4().bytes, f"client-{i}", now=now, until=now + 70)
+
+    with ThreadPoolExecutor(64) as pool:
+        assert list(pool.map(one, range(64))) == [True] * 64
+    store.close()

@@ -12,8 +12,11 @@ as a bearer token. The trusted-proxy header path runs over plain HTTP.
 import asyncio
 import datetime
 import ipaddress
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +34,7 @@ pytest.importorskip("cryptography", reason="the certificates are made with crypt
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from daemons import free_port
 from forge import NOW, SECRET, certificate_builder, hmac_key
 from servers import ca_key_usage, serve
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -609,3 +613,55 @@ def test_behind_a_real_nginx_the_header_is_the_proxys(pki: PKI, tmp_path: Path):
     assert reason(no_certificate) == "certificate-binding"
     assert reason(bypass) == "certificate-binding"
     assert reason(spoofed_peer) == "certificate-binding"
+
+
+# -- proxy trust that configuration next door cannot bypass (issue 38, N29) --------------
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0", "0.0.0.0/0.0.0.0"])
+def test_a_trusted_network_of_every_address_is_refused(everyone: str):
+    with pytest.raises(ConfigurationError, match="every address"):
+        CertificateBinding(trusted_header="X-Client-Cert", trusted_proxies=["10.0.0.5", everyone])
+    forced = CertificateBinding(
+        trusted_header="X-Client-Cert", trusted_proxies=[everyone], unsafe_trust_any_peer=True
+    )
+    assert forced.trusted_proxies
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "trusts_any"),
+    [
+        (["/venv/bin/uvicorn", "app:app", "--forwarded-allow-ips", "*"], {}, True),
+        (["/venv/bin/uvicorn", "app:app", "--proxy-headers", "--forwarded-allow-ips=*"], {}, True),
+        (["/venv/lib/uvicorn/__main__.py", "app:app"], {"FORWARDED_ALLOW_IPS": "*"}, True),
+        (["/venv/bin/uvicorn", "app:app", "--forwarded-allow-ips", "10.0.0.5,*"], {}, True),
+        (["/venv/bin/uvicorn", "app:app", "--forwarded-allow-ips", "10.0.0.5"], {}, False),
+        (["/venv/bin/uvicorn", "--no-proxy-headers", "--forwarded-allow-ips", "*"], {}, False),
+        (["/venv/bin/uvicorn", "app:app"], {}, False),
+        (["/venv/bin/gunicorn", "app:app"], {"FORWARDED_ALLOW_IPS": "*"}, False),
+    ],
+)
+def test_uvicorn_trusting_any_forwarder_is_seen(
+    argv: list[str], environ: dict[str, str], trusts_any: bool
+):
+    from grelmicro.jwt.fastapi._bindings import _uvicorn_trusts_any_forwarder  # noqa: PLC0415
+
+    assert _uvicorn_trusts_any_forwarder(argv, environ) is trusts_any
+
+
+def test_uvicorn_with_proxy_headers_from_anyone_refuses_to_start():
+    """``--proxy-headers --forwarded-allow-ips='*'``: any client could pose as the proxy."""
+    tests = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)]),
+        "FORWARDED_ALLOW_IPS": "",
+    }
+    command = [
+        sys.executable, "-m", "uvicorn", "mtls_proxy_app:app", "--host", "127.0.0.1",
+        "--port", str(free_port()), "--proxy-headers", "--forwarded-allow-ips", "*",
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "--forwarded-allow-ips='*'" in done.stderr
+    assert "--no-proxy-headers" in done.stderr

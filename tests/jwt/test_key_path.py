@@ -364,6 +364,47 @@ def test_a_token_that_fails_the_policy_unverified_spends_no_fetch(
     assert server.count(JWKS) == fetches
 
 
+def without(key: Signer, *names: str, **claims: Any) -> str:
+    """A token of ``key`` with the claims ``names`` left out and ``claims`` set."""
+    body = {"aud": AUD, "iss": ISS, "sub": "user-1", "exp": NOW + 3600, **claims}
+    return key.mint({k: v for k, v in body.items() if k not in names})
+
+
+@pytest.mark.parametrize(
+    ("forge", "reason"),
+    [
+        (lambda k: without(k, "iss"), "missing-claim"),
+        (lambda k: without(k, "aud"), "missing-claim"),
+        (lambda k: without(k, iss=7), "invalid-claim"),
+        (lambda k: without(k, aud=["api", 7]), "invalid-claim"),
+        (lambda k: without(k, aud={"a": 1}), "invalid-claim"),
+        (lambda k: without(k, exp="tomorrow"), "invalid-claim"),
+        (lambda k: without(k, exp=True), "invalid-claim"),
+        (lambda k: k.mint(b"not json"), "malformed"),
+        (lambda k: k.mint(b"[1, 2]"), "malformed"),
+    ],
+    ids=[
+        "no-iss", "no-aud", "iss-int", "aud-with-int", "aud-object", "exp-string",
+        "exp-bool", "payload-not-json", "payload-not-object",
+    ],
+)  # fmt: skip
+def test_a_token_missing_or_mistyping_what_the_policy_checks_spends_no_fetch(
+    server: DocumentServer, k1: Signer, forge: Any, reason: str
+) -> None:
+    """Issue 38, N33: only present, well-typed claims were checked before a fetch."""
+    server.set(JWKS, jwks_of(k1))
+    mono = Mono()
+    verifier = verifier_over(server, mono)
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    mono.now += 0.5  # the keys held predate these tokens: a fetch would be due
+    forged = private_key("ES256", kid="forged", seed=9)
+    fetches = server.count(JWKS)
+    with pytest.raises(TokenRejectedError) as raised:
+        verifier.verify(forge(forged))
+    assert raised.value.reason == reason
+    assert server.count(JWKS) == fetches
+
+
 def test_a_moved_jwks_uri_is_followed_at_once(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 import jwt as pyjwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from forge import NOW
 
-from grelmicro.jwt import InvalidKeyError, JWTVerifier, Key, WeakKeyError, _core
+from grelmicro.jwt import InvalidKeyError, Issuer, JWTVerifier, Key, WeakKeyError, _core
 
 _RSA = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
 _EC = ec.generate_private_key(ec.SECP256R1()).public_key()
@@ -262,3 +262,72 @@ def test_the_exposed_secret_refusal_reads_the_code_not_the_words(
     key_set, reported = _verifier._key_set([*twins, Key.jwk(jwk)], None, allow_symmetric=False)
     assert [(kid, code) for kid, code, _ in key_set.skipped] == [("twin", "kid-conflict")]
     assert reported == (("twin", old_words),)
+
+
+# -- D5 by meaning (issue 38): public material in other forms, and across issuers ----------
+
+_RSA_NUMBERS = _RSA.public_numbers()  # type: ignore[attr-defined]
+_RSA_JWK = {**json.loads(pyjwt.algorithms.RSAAlgorithm.to_jwk(_RSA)), "kid": "rsa-1"}
+_EC_JWK = {**json.loads(pyjwt.algorithms.ECAlgorithm.to_jwk(_EC)), "kid": "ec-1"}
+_ED = ed25519.Ed25519PrivateKey.generate().public_key()
+_ED_JWK = {**json.loads(pyjwt.algorithms.OKPAlgorithm.to_jwk(_ED)), "kid": "ed-1"}
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+#: Each form the fourth audit found accepted as an HMAC secret beside its key.
+D5_FORMS: dict[str, Callable[[], str | bytes]] = {
+    "n-wrapped-at-64": lambda: "\n".join(
+        _RSA_JWK["n"][i : i + 64] for i in range(0, len(_RSA_JWK["n"]), 64)
+    ),
+    "openssl-modulus-hex": lambda: f"Modulus={_RSA_NUMBERS.n:X}",
+    "n-decimal": lambda: str(_RSA_NUMBERS.n),
+    "n-raw-bytes": lambda: _RSA_NUMBERS.n.to_bytes(256, "big"),
+    "ec-x-raw": lambda: _unb64(_EC_JWK["x"]),
+    "ec-x-base64url": lambda: _EC_JWK["x"],
+    "ed25519-x-raw": lambda: _unb64(_ED_JWK["x"]),
+    "ed25519-x-base64url": lambda: _ED_JWK["x"],
+}
+
+
+def public_keys() -> list[Key]:
+    return [Key.jwk(_RSA_JWK), Key.jwk(_EC_JWK), Key.jwk(_ED_JWK)]
+
+
+@pytest.mark.parametrize("form", list(D5_FORMS))
+def test_public_material_in_any_form_is_refused_beside_its_key(form: str) -> None:
+    secret = Key.secret(D5_FORMS[form](), "HS256", kid="hmac")
+    with pytest.raises(WeakKeyError, match="public key member"):
+        JWTVerifier([secret, *public_keys()])
+
+
+@pytest.mark.parametrize("form", list(D5_FORMS))
+def test_public_material_of_another_issuers_key_is_refused(form: str) -> None:
+    issuers = [
+        Issuer("https://a.example/", keys=[Key.secret(D5_FORMS[form](), "HS256")]),
+        Issuer("https://b.example/", keys=public_keys()),
+    ]
+    with pytest.raises(WeakKeyError, match="public key member"):
+        JWTVerifier(issuers=issuers, audience="api")
+
+
+def test_a_kid_is_no_secret() -> None:
+    """A 43-character kid (an RFC 7638 thumbprint) rides in every token header."""
+    kid = base64.urlsafe_b64encode(hashlib.sha256(b"thumbprint").digest()).rstrip(b"=").decode()
+    assert len(kid) == 43
+    with pytest.raises(WeakKeyError):
+        JWTVerifier([Key.secret(kid, "HS256"), Key.jwk({**_RSA_JWK, "kid": kid})])
+    with pytest.raises(WeakKeyError):
+        JWTVerifier([Key.secret(kid, "HS256", kid=kid)])
+
+
+def test_ordinary_secrets_of_the_same_shapes_still_build() -> None:
+    for secret in (
+        "\n".join(["a" * 64, "b" * 64]),
+        f"Modulus={'AB' * 40}",
+        "9" * 80,
+        bytes(range(64)),
+    ):
+        JWTVerifier([Key.secret(secret, "HS256", kid="hmac"), *public_keys()])

@@ -412,6 +412,7 @@ pub(super) fn member_texts(bytes: &[u8], kty: KeyType) -> Vec<Vec<u8>> {
         let standard_bare = base64_simd::STANDARD_NO_PAD.encode_to_string(member);
         let hex = to_hex(member);
         texts.push(member.to_vec());
+        texts.push(without_leading_zeros(member).to_vec());
         for text in [url, url_padded, standard, standard_bare] {
             texts.push(text.into_bytes());
         }
@@ -432,4 +433,117 @@ fn to_hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
+}
+
+/// The bytes a secret could stand for, once decoded the ways a user could
+/// have applied to public key text (issue 38, D5 by meaning): the secret
+/// itself; with whitespace (line wrapping) and quotes removed; base64 in
+/// either alphabet, padded or not; hex (an OpenSSL `Modulus=` line, a `0x`
+/// prefix, colon-separated pairs, an odd digit count); a decimal integer.
+/// Each reading is also taken without its leading zero bytes, as
+/// [`member_texts`] lists each raw member, so an integer compares by value.
+pub(super) fn secret_readings(secret: &[u8]) -> Vec<Vec<u8>> {
+    let mut readings = vec![secret.to_vec()];
+    let compact: Vec<u8> = secret
+        .iter()
+        .copied()
+        .filter(|b| !(b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`')))
+        .collect();
+    let mut body: &[u8] = &compact;
+    for prefix in [&b"modulus="[..], &b"0x"[..]] {
+        if body.len() > prefix.len() && body[..prefix.len()].eq_ignore_ascii_case(prefix) {
+            body = &body[prefix.len()..];
+        }
+    }
+    let hex: Vec<u8> = body.iter().copied().filter(|b| *b != b':').collect();
+    if !hex.is_empty() && hex.iter().all(u8::is_ascii_hexdigit) {
+        let mut even = if hex.len() % 2 == 1 {
+            vec![b'0']
+        } else {
+            Vec::new()
+        };
+        even.extend_from_slice(&hex);
+        readings.extend(hex_decode(&even));
+    }
+    if !body.is_empty() && body.iter().all(u8::is_ascii_digit) {
+        readings.push(decimal_bytes(body));
+    }
+    let standard: Vec<u8> = body
+        .iter()
+        .map(|b| match b {
+            b'-' => b'+',
+            b'_' => b'/',
+            other => *other,
+        })
+        .collect();
+    if let Ok(bytes) = base64_simd::forgiving_decode_to_vec(&standard) {
+        readings.push(bytes);
+    }
+    readings.push(compact);
+    let stripped: Vec<Vec<u8>> = readings
+        .iter()
+        .map(|r| without_leading_zeros(r).to_vec())
+        .collect();
+    readings.extend(stripped);
+    readings.retain(|r| !r.is_empty());
+    readings.sort();
+    readings.dedup();
+    readings
+}
+
+fn without_leading_zeros(bytes: &[u8]) -> &[u8] {
+    let first = bytes.iter().position(|b| *b != 0).unwrap_or(bytes.len());
+    &bytes[first..]
+}
+
+/// The big-endian bytes of a decimal integer (ASCII digits only).
+fn decimal_bytes(digits: &[u8]) -> Vec<u8> {
+    // Little-endian base-256 limbs, multiplied by ten and added to per digit.
+    let mut limbs: Vec<u8> = Vec::with_capacity(digits.len() / 2 + 1);
+    for digit in digits {
+        let mut carry = u32::from(digit - b'0');
+        for limb in &mut limbs {
+            let value = u32::from(*limb) * 10 + carry;
+            *limb = (value & 0xff) as u8;
+            carry = value >> 8;
+        }
+        while carry > 0 {
+            limbs.push((carry & 0xff) as u8);
+            carry >>= 8;
+        }
+    }
+    limbs.reverse();
+    limbs
+}
+
+#[cfg(test)]
+mod reading_tests {
+    use super::{decimal_bytes, secret_readings};
+
+    #[test]
+    fn decimal_integers_read_as_their_big_endian_bytes() {
+        assert_eq!(decimal_bytes(b"0"), Vec::<u8>::new());
+        assert_eq!(decimal_bytes(b"255"), vec![0xff]);
+        assert_eq!(decimal_bytes(b"65537"), vec![0x01, 0x00, 0x01]);
+        assert_eq!(
+            decimal_bytes(b"18446744073709551616"),
+            vec![1, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn a_secret_reads_through_hex_base64_and_wrapping() {
+        let value = vec![0x01, 0x00, 0x01];
+        for text in [
+            &b"Modulus=010001"[..],
+            b"0x10001",
+            b"01:00:01",
+            b"65537",
+            b"AQAB",
+            b"AQ\nAB",
+        ] {
+            assert!(secret_readings(text).contains(&value), "{text:?}");
+        }
+        assert!(secret_readings(b"\0\0\x01").contains(&vec![1]));
+    }
 }

@@ -172,6 +172,10 @@ pub struct Key {
     /// (see [`forms::member_texts`]). A key set withdraws a secret found
     /// here: anyone holding the public key could forge tokens with it.
     member_ids: Box<[[u8; 32]]>,
+    /// For an HMAC secret: the `material_id` of every reading of it
+    /// ([`forms::secret_readings`]: the secret decoded as base64, hex,
+    /// decimal, unwrapped), compared with other keys' `member_ids` and kids.
+    reading_ids: Box<[[u8; 32]]>,
 }
 
 impl std::fmt::Debug for Key {
@@ -223,6 +227,10 @@ impl Key {
             fingerprint: fingerprint(algorithm.name(), secret),
             material_id: fingerprint(KeyType::Oct.as_str(), secret),
             member_ids: Box::new([]),
+            reading_ids: forms::secret_readings(secret)
+                .iter()
+                .map(|reading| fingerprint(KeyType::Oct.as_str(), reading))
+                .collect(),
         })
     }
 
@@ -354,6 +362,7 @@ impl Key {
                 .iter()
                 .map(|text| fingerprint(KeyType::Oct.as_str(), text))
                 .collect(),
+            reading_ids: Box::new([]),
         })
     }
 
@@ -402,10 +411,19 @@ impl Key {
         &self.fingerprint
     }
 
-    /// Whether this HMAC secret is a public member of `public` in one of
-    /// the text forms a JWKS or a tool shows it (never for two public keys).
+    /// Whether this HMAC secret, in any reading of it, is a public member of
+    /// `public` or `public`'s kid (never for two public keys).
     pub(crate) fn secret_is_member_of(&self, public: &Key) -> bool {
-        self.kty == KeyType::Oct && public.member_ids.contains(&self.material_id)
+        if self.kty != KeyType::Oct {
+            return false;
+        }
+        // A kid travels in every token's header: no secret either.
+        let kid = public
+            .kid()
+            .map(|kid| fingerprint(KeyType::Oct.as_str(), kid.as_bytes()));
+        self.reading_ids
+            .iter()
+            .any(|id| public.member_ids.contains(id) || kid.as_ref() == Some(id))
     }
 
     /// Whether two keys are one: the same key bytes, and the algorithms of

@@ -19,7 +19,9 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable, Mapping
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 from urllib.parse import unquote
 
@@ -248,18 +250,59 @@ def _networks(
     return tuple(networks)
 
 
+def _trust_all(networks: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> str | None:
+    """The entry that trusts every peer (``0.0.0.0/0``, ``::/0``), if any."""
+    for network in networks:
+        if network.prefixlen == 0:
+            return str(network)
+    return None
+
+
+def _uvicorn_trusts_any_forwarder(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether this process runs under uvicorn rewriting the peer from any client's headers.
+
+    uvicorn's ``--proxy-headers`` (on by default) sets ``scope["client"]``
+    from ``X-Forwarded-For`` when the connecting peer is in
+    ``--forwarded-allow-ips``; with ``*`` every client chooses the address
+    the app sees, a trusted proxy's included. Read from the command line
+    (its workers inherit it) and ``FORWARDED_ALLOW_IPS``; ``uvicorn.run()``
+    called in code is not visible here.
+    """
+    # `uvicorn ...` and `python -m uvicorn ...` both leave "uvicorn" in argv[0].
+    if not argv or "uvicorn" not in str(argv[0]):
+        return False
+    if "--no-proxy-headers" in argv:
+        return False
+    allowed = environ.get("FORWARDED_ALLOW_IPS", "")
+    for index, arg in enumerate(argv):
+        if arg == "--forwarded-allow-ips" and index + 1 < len(argv):
+            allowed = argv[index + 1]
+        elif arg.startswith("--forwarded-allow-ips="):
+            allowed = arg.split("=", 1)[1]
+    return any(item.strip().strip("'\"") == "*" for item in allowed.split(","))
+
+
 class CertificateBinding(Binding):
     """RFC 8705 certificate-bound tokens: ``cnf.x5t#S256`` against the client certificate.
 
     The certificate comes from the ASGI server's TLS extension
     (``scope["extensions"]["tls"]["client_cert_chain"]``) or, behind a proxy
     that terminates TLS, from ``trusted_header``. That header is read only on
-    a request whose peer (``scope["client"]``, the address the ASGI server
-    reports) is one of ``trusted_proxies``; from any other peer it is
-    ignored, so a client reaching the app directly cannot name a certificate
-    it does not hold. uvicorn does not pass the client certificate to the
-    app (0.54); run it behind such a proxy, or under a server that
-    implements the extension.
+    a request whose peer is one of ``trusted_proxies``; from any other peer
+    it is ignored. The peer is whatever the ASGI server puts in
+    ``scope["client"]``: this check is exactly as good as that address. A
+    server that rewrites it from a client's own headers (uvicorn's
+    ``--proxy-headers`` with ``--forwarded-allow-ips='*'``) lets a client
+    reaching the app directly send ``X-Forwarded-For: <proxy address>``
+    and be believed: that configuration is refused at start-up when it can
+    be seen (the uvicorn command line, ``FORWARDED_ALLOW_IPS``), and so is
+    a trusted network of every address (``0.0.0.0/0``, ``::/0``), unless
+    ``unsafe_trust_any_peer=True``. Run uvicorn with ``--no-proxy-headers``
+    (or ``--forwarded-allow-ips`` naming only the proxy, and then list in
+    ``trusted_proxies`` what uvicorn reports: the address before the proxy)
+    and let only the proxy reach the app. uvicorn does not pass the client
+    certificate to the app (0.54); run it behind such a proxy, or under a
+    server that implements the extension.
 
     A request is refused (``certificate-binding``) when the header from a
     trusted proxy is ambiguous (several PEM certificates, two header lines,
@@ -273,15 +316,20 @@ class CertificateBinding(Binding):
             the TLS extension only.
         trusted_proxies: the addresses or networks (``"10.0.0.5"``,
             ``"10.0.0.0/24"``, ``"::1"``) of the proxies that set
-            ``trusted_header``; required with it. An ASGI server that
-            rewrites ``scope["client"]`` from ``X-Forwarded-For`` (uvicorn's
-            ``--proxy-headers``) reports the client, not the proxy: the
-            header is then ignored and bound tokens are refused.
+            ``trusted_header``; required with it. Compared with the address
+            the ASGI server reports (see above), never with a header.
         header_format: ``"pem"`` (URL-encoded or plain PEM, one certificate,
             as nginx's ``$ssl_client_escaped_cert`` and most load balancers
             send it) or ``"xfcc"`` (Envoy's ``X-Forwarded-Client-Cert``: the
             ``Cert`` of the last element, the one the nearest proxy appended).
         required: refuse tokens that are not certificate-bound.
+        unsafe_trust_any_peer: accept a trusted network of every address, and
+            uvicorn trusting any forwarder: only where something else (a
+            network policy, a sidecar) guarantees that nothing but the proxy
+            reaches the app.
+
+    Raises:
+        ConfigurationError: at build, for the configurations above.
     """
 
     method = X5T_S256
@@ -293,6 +341,7 @@ class CertificateBinding(Binding):
         trusted_proxies: Iterable[str] | None = None,
         header_format: str = "pem",
         required: bool = False,
+        unsafe_trust_any_peer: bool = False,
     ) -> None:
         if trusted_header is not None and (
             not isinstance(trusted_header, str) or not trusted_header.strip()
@@ -316,6 +365,25 @@ class CertificateBinding(Binding):
             None if trusted_header is None else trusted_header.strip().lower().encode("latin-1")
         )
         self.trusted_proxies = () if trusted_proxies is None else _networks(trusted_proxies)
+        if not isinstance(unsafe_trust_any_peer, bool):
+            raise ConfigurationError("unsafe_trust_any_peer must be True or False")
+        if not unsafe_trust_any_peer and self.trusted_header is not None:
+            everyone = _trust_all(self.trusted_proxies)
+            if everyone is not None:
+                raise ConfigurationError(
+                    f"trusted_proxies holds {everyone}, every address: any client could "
+                    "name a certificate in the header; list the proxies' own addresses "
+                    "(or pass unsafe_trust_any_peer=True if only the proxy can reach the app)"
+                )
+            if _uvicorn_trusts_any_forwarder(sys.argv, os.environ):
+                raise ConfigurationError(
+                    "uvicorn runs with --proxy-headers and --forwarded-allow-ips='*': it "
+                    "takes the peer address from any client's X-Forwarded-For, so a client "
+                    "reaching the app directly could pose as a trusted proxy and name a "
+                    "certificate in the header; run uvicorn with --no-proxy-headers (or "
+                    "--forwarded-allow-ips naming only the proxy), or pass "
+                    "unsafe_trust_any_peer=True if only the proxy can reach the app"
+                )
         self.header_format = header_format
         self.required = required
 
