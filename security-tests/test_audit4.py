@@ -8,8 +8,9 @@
 - N29: ``trusted_proxies`` defeated next door: uvicorn's ``--proxy-headers``
   with ``--forwarded-allow-ips='*'`` lets a direct client pose as the proxy
   through ``X-Forwarded-For``; ``0.0.0.0/0`` is accepted silently.
-- N33: a forged token with an invented kid and no ``iss``/``aud``, or an
-  ill-typed ``exp``, or an unreadable payload, spends a JWKS fetch.
+- N33: a forged token with an invented kid and no ``iss``/``aud``/``exp``
+  (or another claim the policy requires), or an ill-typed ``exp``, or an
+  unreadable payload, spends a JWKS fetch.
 - D5 (residue): public key material taken as an HMAC secret in forms other
   than the member's exact text (``n`` wrapped at 64 columns, OpenSSL
   ``Modulus=HEX``, ``n`` in decimal, raw ``n`` bytes, an EC or Ed25519 ``x``
@@ -182,6 +183,7 @@ FORGERIES: dict[str, Callable[[forge.Signer], str]] = {
     "aud-number": lambda k: k.mint({"iss": ISS, "aud": 1, "exp": forge.NOW + 60}),
     "exp-string": lambda k: k.mint({"iss": ISS, "aud": AUD, "exp": "soon"}),
     "payload-unreadable": lambda k: k.mint(b"\xff\xfe not json"),
+    "no-exp": lambda k: k.mint({"iss": ISS, "aud": AUD}),  # exp is required by default
 }
 
 

@@ -342,4 +342,5 @@ def _precheck(config: JWTConfig) -> Precheck:
         audiences=tuple(config.audience),
         leeway=float(config.leeway),
         max_token_size=config.max_token_size,
+        required=tuple(config.required),
     )

@@ -96,6 +96,7 @@ class Precheck:
     audiences: tuple[str, ...]
     leeway: float
     max_token_size: int
+    required: tuple[str, ...] = ()
 
     def refusal(  # noqa: PLR0911 - one return per refusal, in the core's order
         self, token: str | bytes, now: float
@@ -107,8 +108,8 @@ class Precheck:
         in base64url); ``iss`` missing or not a string while issuers are
         configured; ``aud`` missing or not a string or list of strings while
         audiences are; ``exp`` present but not a finite number (never
-        accepted). A missing ``exp`` still spends a fetch: this check does
-        not know the policy's required claims.
+        accepted); a claim the policy requires (``required``, ``exp`` by
+        default) missing.
         """
 
         def error(
@@ -124,6 +125,9 @@ class Precheck:
             if len(raw) <= self.max_token_size and raw.count(b".") == 2:
                 return error("malformed", "token payload is not a readable JSON object")
             return None
+        for name in self.required:
+            if name not in claims:
+                return error("missing-claim", f"token has no {name} claim", claim=name)
         iss = claims.get("iss")
         if self.issuers and iss is None:
             return error("missing-claim", "token has no iss claim", claim="iss")
