@@ -235,10 +235,12 @@ def require_tenant(
 ) -> None:
     """Refuse ``claims`` unless their tenant is in ``tenants``.
 
-    The tenant is :attr:`Claims.tenant <grelmicro.jwt.Claims.tenant>` by
-    default: read only from an issuer template's token, from its tenant
-    claim (another issuer's ``tid`` is no tenant). ``claim=`` reads that
-    claim from any token instead: only where every issuer is trusted to set it.
+    The tenant of a :class:`~grelmicro.jwt.Claims` is
+    :attr:`Claims.tenant <grelmicro.jwt.Claims.tenant>` by default: read
+    only from an issuer template's token, from its tenant claim (another
+    issuer's ``tid`` is no tenant); of a plain mapping, its ``tid``.
+    ``claim=`` reads that claim from any token instead: only where every
+    issuer is trusted to set it.
 
     Raises:
         AccessDeniedError: another tenant, or none (HTTP 403, reason
@@ -249,7 +251,12 @@ def require_tenant(
     allowed = _names_of(tenants, "tenants")
     if claim is not None and (not isinstance(claim, str) or not claim):
         raise ConfigurationError("the tenant claim is a claim name, such as 'tid'")
-    tenant = getattr(claims, "tenant", None) if claim is None else claims.get(claim)
+    if claim is not None:
+        tenant = claims.get(claim)
+    elif isinstance(getattr(type(claims), "tenant", None), property):  # Claims (no import circle)
+        tenant = getattr(claims, "tenant", None)  # a template issuer's tenant claim only
+    else:
+        tenant = claims.get("tid")  # a plain mapping: no issuer to tell, its tid
     if not isinstance(tenant, str) or tenant not in allowed:
         error = AccessDeniedError("the token's tenant is not allowed here")
         error.missing = ("tenant",)

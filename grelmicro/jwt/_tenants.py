@@ -25,15 +25,25 @@ given as an exact string costs what it cost before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Generator,
+    Iterator,
+    Mapping,
+)
 from typing import Any, Literal
 
 from grelmicro.jwt import _core, _lifecycle
+from grelmicro.jwt._calls import run_async, run_sync
 from grelmicro.jwt._router import Slot, unverified_claims
 from grelmicro.jwt._snapshot import FULL, Flight, KeyWait, Parking
 from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync, on_event_loop
@@ -344,29 +354,29 @@ class Tenants:
         if thread is None:  # the interpreter exits: nothing is decided
             self._landed(tenant, flight)
 
-    def _run_sync(self, tenant: str, flight: Flight) -> None:
+    def _asking(self, tenant: str) -> Generator[Coroutine[Any, Any, object], object, object]:
+        """The lookup of ``tenant``: yields the awaitable an async callable gives, if any."""
         assert self.lookup is not None  # noqa: S101 - only callables look up
-        try:
-            answer = self.lookup(tenant)
-            if inspect.isawaitable(answer):
-                answer = asyncio.run(_awaited(answer))
-        except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
-            self._failed(tenant, exc)
-        else:
-            self._store(tenant, answer, flight)
-        finally:
-            self._landed(tenant, flight)
+        answer = self.lookup(tenant)
+        if inspect.isawaitable(answer):
+            answer = yield _awaited(answer)
+        return answer
+
+    def _run_sync(self, tenant: str, flight: Flight) -> None:
+        with self._deciding(tenant, flight) as decide:
+            decide(run_sync(self._asking(tenant), asyncio.run, errors=()))
 
     async def _run_async(self, tenant: str, flight: Flight) -> None:
-        assert self.lookup is not None  # noqa: S101 - only callables look up
+        with self._deciding(tenant, flight) as decide:
+            decide(await run_async(self._asking(tenant), _itself, errors=()))
+
+    @contextlib.contextmanager
+    def _deciding(self, tenant: str, flight: Flight) -> Iterator[Callable[[object], None]]:
+        """Around one lookup: its answer stored, a failure said (fail closed), the flight landed."""
         try:
-            answer = self.lookup(tenant)
-            if inspect.isawaitable(answer):
-                answer = await _awaited(answer)
+            yield lambda answer: self._store(tenant, answer, flight)
         except Exception as exc:  # noqa: BLE001 - fail closed, said in the log
             self._failed(tenant, exc)
-        else:
-            self._store(tenant, answer, flight)
         finally:
             self._landed(tenant, flight)
 
@@ -412,6 +422,11 @@ class Tenants:
         self._running = set()
         self._tasks = set()
         self.parking.after_fork()
+
+
+def _itself(awaitable: Coroutine[Any, Any, object]) -> Awaitable[object]:
+    """The async driver's call: the awaitable itself (run_async awaits it)."""
+    return awaitable
 
 
 async def _awaited(answer: Awaitable[Any]) -> Any:

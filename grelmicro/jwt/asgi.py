@@ -28,8 +28,7 @@ from typing import Any
 
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.challenges import Refusal
-from grelmicro.jwt.errors import ConfigurationError
-from grelmicro.jwt.guard import Guard
+from grelmicro.jwt.guard import Guard, GuardedApp
 
 __all__ = ["CLAIMS_KEY", "JWTMiddleware"]
 
@@ -49,7 +48,7 @@ async def _send(send: Send, status: int, headers: Iterable[tuple[str, str]], bod
     await send({"type": "http.response.body", "body": body})
 
 
-class JWTMiddleware:
+class JWTMiddleware(GuardedApp):
     """Guards an ASGI app's HTTP requests; answers refusals and ``/ready`` itself.
 
     Args:
@@ -79,20 +78,10 @@ class JWTMiddleware:
         lifespan: bool = True,
         **options: Any,
     ) -> None:
-        if isinstance(verifier, Guard):
-            if options:
-                raise ConfigurationError("give Guard options to the Guard, not the middleware")
-            guard = verifier
-        else:
-            guard = Guard(verifier, **options)
+        super().__init__(
+            verifier, (scopes, roles, exempt, optional), (ready_path, public_url), options
+        )
         self.app = app
-        self.guard = guard
-        self.scopes = tuple(scopes)
-        self.roles = tuple(roles)
-        self.exempt = frozenset(exempt)
-        self.optional = optional
-        self.ready_path = ready_path
-        self.public_url = None if public_url is None else public_url.rstrip("/")
         self.lifespan = lifespan
 
     def __repr__(self) -> str:

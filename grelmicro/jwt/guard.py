@@ -55,7 +55,7 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
 )
 
-__all__ = ["Guard", "Readiness", "readiness", "split_authorization"]
+__all__ = ["Guard", "GuardedApp", "Readiness", "readiness", "split_authorization"]
 
 #: What an ``Authorization`` header may be given as.
 Header = str | bytes | Sequence[str | bytes] | None
@@ -382,3 +382,32 @@ class Guard:
 JWTErrors = (TokenRejectedError, KeysUnavailableError)
 #: The errors of the binding checks (DPoP proof, replay, confirmation).
 BindingErrors = (BindingError, DPoPProofError, DPoPReplayError)
+
+
+class GuardedApp:
+    """What the WSGI and ASGI middlewares share: the guard, the route's policy, the paths.
+
+    ``verifier`` is a :class:`JWTVerifier` (a :class:`Guard` is built over
+    it with ``options``) or a ready :class:`Guard` (then no options).
+    """
+
+    def __init__(
+        self,
+        verifier: JWTVerifier | Guard,
+        policy: tuple[Sequence[str], Sequence[str], Iterable[str], bool],
+        paths: tuple[str | None, str | None],
+        options: dict[str, Any],
+    ) -> None:
+        if isinstance(verifier, Guard):
+            if options:
+                raise ConfigurationError("give Guard options to the Guard, not the middleware")
+            self.guard = verifier
+        else:
+            self.guard = Guard(verifier, **options)
+        scopes, roles, exempt, optional = policy
+        self.scopes = tuple(scopes)
+        self.roles = tuple(roles)
+        self.exempt = frozenset(exempt)
+        self.optional = optional
+        self.ready_path, public_url = paths
+        self.public_url = None if public_url is None else public_url.rstrip("/")

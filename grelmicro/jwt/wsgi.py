@@ -39,8 +39,7 @@ from typing import Any
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.challenges import Refusal
-from grelmicro.jwt.errors import ConfigurationError
-from grelmicro.jwt.guard import Guard, Readiness
+from grelmicro.jwt.guard import Guard, GuardedApp, Readiness
 
 __all__ = ["CLAIMS_KEY", "JWTMiddleware", "guard_arguments", "respond", "respond_ready"]
 
@@ -99,7 +98,7 @@ def respond_ready(answer: Readiness, start_response: StartResponse) -> list[byte
     return [body]
 
 
-class JWTMiddleware:
+class JWTMiddleware(GuardedApp):
     """Guards a WSGI app: a request without a good token never reaches it.
 
     Args:
@@ -133,22 +132,12 @@ class JWTMiddleware:
         start: bool = True,
         **options: Any,
     ) -> None:
-        if isinstance(verifier, Guard):
-            if options:
-                raise ConfigurationError("give Guard options to the Guard, not the middleware")
-            guard = verifier
-        else:
-            guard = Guard(verifier, **options)
+        super().__init__(
+            verifier, (scopes, roles, exempt, optional), (ready_path, public_url), options
+        )
         self.app = app
-        self.guard = guard
-        self.scopes = tuple(scopes)
-        self.roles = tuple(roles)
-        self.exempt = frozenset(exempt)
-        self.optional = optional
-        self.ready_path = ready_path
-        self.public_url = public_url
         if start:
-            guard.verifier.start_sync()
+            self.guard.verifier.start_sync()
 
     def __repr__(self) -> str:
         return f"JWTMiddleware({self.app!r}, {self.guard!r})"
