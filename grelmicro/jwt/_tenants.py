@@ -554,15 +554,8 @@ class TenantRoute:
             next(steps)  # to where the suspended steps wait: the driver resumes both
             pending.steps = steps
             raise
-        payload, until = self._bound(payload, until, now, tenant)
-        if self.tenants is None:
-            return payload, until
-        decided = self.tenants.decide(tenant)
-        if isinstance(decided, bool):
-            return self._allowed(decided, payload, until, tenant)
-        steps = self._lookup(decided, payload, until, tenant)
         try:
-            return drive_sync(steps, token, now)
+            return drive_sync(self._checked(payload, until, now, tenant), token, now)
         except Pending as pending:
             pending.wait = "tenant-lookup"
             raise
@@ -581,6 +574,14 @@ class TenantRoute:
                 wait = steps.send(sent)
         except StopIteration as done:
             payload, until = done.value
+        return (yield from self._checked(payload, until, now, tenant))
+
+    def _checked(self, payload: Any, until: float | None, now: float, tenant: str) -> Steps:
+        """The checks after the signature: ``iss`` and tenant bound, then the allow-list.
+
+        The allow-list may wait (bounded) for the lookup of a tenant not
+        decided yet; every other check answers at once.
+        """
         payload, until = self._bound(payload, until, now, tenant)
         if self.tenants is None:
             return payload, until
