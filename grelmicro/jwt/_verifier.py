@@ -699,8 +699,14 @@ class JWTVerifier:
             return
         cache.store(pending.token, claims, result[0], result[1], pending.now)
 
-    def observe(self, observer: Observer) -> None:
+    def observe(self, observer: Observer, *, on_thread: bool = False) -> None:
         """Let ``observer`` hear this verifier's events from now on.
+
+        Observers run off the event loop (a library thread delivers events
+        emitted on a loop's thread, in order), so a slow one never stalls
+        requests. ``on_thread=True`` runs ``observer`` on the emitting thread
+        instead, for an observer that reads the caller's context (the
+        current trace span) and never blocks: OpenTelemetry's reporter does.
 
         Key sources' events (``keys.fetch``, ``keys.refreshed``...) and
         verification outcomes: ``token.refused`` for each refusal or 503, and
@@ -713,9 +719,9 @@ class JWTVerifier:
         """
         if not callable(observer):
             raise ConfigurationError("observer must be a callable taking an event")
-        self._outcomes.observers.add(observer)
+        self._outcomes.observers.add(observer, inline=on_thread)
         for source in self._key_sources():
-            source.observers.add(observer)
+            source.observers.add(observer, inline=on_thread)
 
     def _key_sources(self) -> tuple[KeySource, ...]:
         """The network key sources (for ``fastapi/``, ``otel`` and tests; empty: static)."""

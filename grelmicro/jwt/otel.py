@@ -58,7 +58,7 @@ _CHECK = "grelmicro.jwt.check"
 class _Verifier(Protocol):
     """What telemetry reads of a verifier (it sits below the verifier: no import of it)."""
 
-    def observe(self, observer: Callable[[Event], None]) -> None:
+    def observe(self, observer: Callable[[Event], None], *, on_thread: bool = False) -> None:
         """Hear the verifier's events."""
         ...
 
@@ -360,7 +360,8 @@ class Reporter:
         for source in sources:
             self._sources.append((source.source, weakref.ref(source)))
         _REPORTERS[verifier] = self
-        verifier.observe(self._observer())
+        # On the emitting thread: a refusal is an event of the request's own span.
+        verifier.observe(self._observer(), on_thread=True)
 
     def answered(self, status: int, reason: str) -> None:
         """One refusal answered by the FastAPI dependency."""

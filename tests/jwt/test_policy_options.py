@@ -193,7 +193,6 @@ def _flag_builds(value: Any) -> list[Callable[[], object]]:
         lambda: JWTVerifier([Key.secret(SECRET)], cache_stats=value),
         lambda: Issuer("https://idp/", keys=[Key.secret(SECRET)], allow_symmetric=value),
         lambda: Issuer("https://idp/", keys=[Key.secret(SECRET)], allow_insecure_loopback=value),
-        lambda: Issuer("https://idp/", discover=value),
         lambda: Key.jwk({"kty": "oct", "k": "c2VjcmV0"}, "HS256", allow_symmetric=value),
     ]
 
@@ -203,6 +202,13 @@ def test_security_flags_refuse_non_bool_values(value: Any):
     for build in _flag_builds(value):
         with pytest.raises(ConfigurationError, match="must be True or False"):
             build()
+
+
+@pytest.mark.parametrize("value", [v for v in NOT_BOOLS if v is not None])
+def test_issuer_discover_is_true_or_a_url(value: Any):
+    # discover= also takes the metadata URL (B2C: the policy's, not the issuer's).
+    with pytest.raises(ConfigurationError, match="discover"):
+        Issuer("https://idp/", discover=value)
 
 
 @pytest.mark.parametrize("value", [v for v in NOT_BOOLS if v is not None])
