@@ -54,6 +54,28 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+def _is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port(host: str = "127.0.0.1") -> int:
+    """A port for a cluster node: at most 55535, its bus port (+10000) free too.
+
+    Redis refuses a cluster port above 55535 (its bus listens 10000 higher),
+    and the kernel's free ports mostly lie above it: look below instead.
+    """
+    for _ in range(200):
+        port = free_port(host) % 30000 + 20000  # 20000..49999: below the ephemeral range
+        if _is_free(port, host) and _is_free(port + 10000, host):
+            return port
+    raise AssertionError("no free port pair for a cluster node")
+
+
 def wait_listening(port: int, process: subprocess.Popen[bytes], what: str) -> None:
     """Wait until ``port`` on 127.0.0.1 accepts connections (or ``process`` died)."""
     deadline = time.monotonic() + START_GUARD
@@ -104,12 +126,17 @@ class RedisServer:
     """
 
     def __init__(
-        self, folder: Path, *, server: str = "redis-server", extra: Sequence[str] = ()
+        self,
+        folder: Path,
+        *,
+        server: str = "redis-server",
+        extra: Sequence[str] = (),
+        port: int | None = None,
     ) -> None:
         self.folder = folder
         self.server = server
         self.extra = tuple(extra)
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -155,7 +182,10 @@ class RedisCluster:
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", "2000",
         ]  # fmt: skip
-        self.nodes = [RedisServer(folder / f"node{i}", extra=options) for i in range(size)]
+        self.nodes = [
+            RedisServer(folder / f"node{i}", extra=options, port=cluster_port())
+            for i in range(size)
+        ]
         self.port = self.nodes[0].port
 
     def __enter__(self) -> RedisCluster:
