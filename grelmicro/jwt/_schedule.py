@@ -20,9 +20,12 @@ Why a fetch starts, and what paces it:
   ``unknown_kid_interval / unknown_kid_budget`` seconds for each source (the
   pace: about one a second by default), and at most ``unknown_kid_budget``
   successful ones per ``unknown_kid_interval``. A failed fetch never spends
-  the budget; while the provider fails, unknown-kid fetches wait out the
-  same backoff as refreshes (a flood of invented kids adds no load to a
-  provider in trouble).
+  the budget; while the provider fails, an unknown-kid fetch never follows
+  a failed fetch back to back: it waits one load pace (about a second,
+  with jitter) from the failure's end, not the doubling backoff of
+  refreshes, so a key published during an outage is fetched about a second
+  after the provider returns while a flood of invented kids adds at most
+  one fetch a second to a provider in trouble.
 
 A provider's ``Retry-After`` (on a 429 or 503) holds every kind of fetch
 back, within ``cooldown``.
@@ -100,6 +103,7 @@ class Schedule:
 
     __slots__ = (
         "_kid_last",
+        "_kid_retry_at",
         "_kid_spent",
         "empty_seen",
         "expires_at",
@@ -128,6 +132,8 @@ class Schedule:
         self._kid_spent: collections.deque[float] = collections.deque()
         # The start of the last unknown-kid fetch, failed or not (the pace).
         self._kid_last = -math.inf
+        # After a failed fetch, no unknown-kid fetch before this (one load pace).
+        self._kid_retry_at = -math.inf
 
     # -- questions ------------------------------------------------------------
 
@@ -157,9 +163,11 @@ class Schedule:
         if now < self.provider_wait:
             return Decision(fetch=False, why="backoff", at=self.provider_wait)
         if unknown_kid and self.has_keys:
-            if self.failures and now < self.retry_at:
-                # The provider fails: unknown kids wait out the backoff too.
-                return Decision(fetch=False, why="backoff", at=self.retry_at)
+            if self.failures and now < self._kid_retry_at:
+                # The provider fails: no unknown-kid fetch back to back with a
+                # failed one (one load pace after it ended, not the doubling
+                # backoff of refreshes: a 503 is answered meanwhile).
+                return Decision(fetch=False, why="backoff", at=self._kid_retry_at)
             return self._kid_budget(now)
         if now < self.retry_at:
             return Decision(fetch=False, why="backoff", at=self.retry_at)
@@ -268,6 +276,9 @@ class Schedule:
             self.provider_wait = now + asked
             pause = max(pause, asked)
         self.retry_at = now + pause
+        self._kid_retry_at = now + LOAD_PACE * (0.75 + 0.5 * spread)
+        if retry_after is not None and retry_after > 0:
+            self._kid_retry_at = max(self._kid_retry_at, self.provider_wait)
         if self.has_keys:
             # Look again after the pause, and at the bound at the latest.
             self.refresh_at = min(max(self.refresh_at, self.retry_at), self.stale_until)

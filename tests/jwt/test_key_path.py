@@ -276,9 +276,9 @@ def test_failed_fetches_never_spend_the_unknown_kid_budget(
 ) -> None:
     """A key published during an outage waited a whole budget after the provider returned.
 
-    While the provider fails, unknown kids wait out the failure backoff like
-    refreshes do (a junk flood adds nothing to a provider in trouble); once
-    it has passed, the new key is one fetch away, not a spent budget away.
+    While the provider fails, an unknown-kid fetch never follows a failed one
+    back to back (one load pace, 0.75 to 1.25 s, after it); failures never
+    spend the budget, so the new key is fetched a pace after the return.
     """
     mono = Mono()
     server.set(JWKS, jwks_of(k1))
@@ -287,16 +287,17 @@ def test_failed_fetches_never_spend_the_unknown_kid_budget(
     server.set(JWKS, "down", status=503)
     junk = [private_key("ES256", kid=f"junk{i}", seed=80 + i) for i in range(5)]
     fetches = server.hits[JWKS]
-    for key in junk:  # a flood of invented kids during the outage
-        mono.now += 1.0
-        with pytest.raises(KeysUnavailableError) as raised:
+    for key in junk:  # a flood of invented kids during the outage, a pace apart
+        mono.now += 1.3
+        with pytest.raises(KeysUnavailableError):
             verifier.verify(mint(key))
-        assert raised.value.wait in ("provider-failing", "backoff")
+        with pytest.raises(KeysUnavailableError) as again:  # right after the failure
+            verifier.verify(mint(key, jti="again"))
+        assert again.value.wait in ("provider-failing", "backoff")
         assert verifier.verify(mint(k1))["sub"] == "user-1"  # held keys answer throughout
-    # 1 s, then 2 s of backoff: three fetches in five seconds, not five.
-    assert server.hits[JWKS] - fetches == 3
+    assert server.hits[JWKS] - fetches == 5  # one a pace, none back to back
     server.set(JWKS, jwks_of(k1, k2))  # the provider returns with a new key
-    mono.now += 4.0  # past the backoff (4 s after the third failure)
+    mono.now += 1.3
     assert verifier.verify(mint(k2))["sub"] == "user-1"
 
 
