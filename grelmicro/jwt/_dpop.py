@@ -592,16 +592,13 @@ class DPoPVerifier:
     def check(self, **request: Unpack[DPoPRequest]) -> None:
         """Apply the DPoP rules to a request whose access token verified.
 
-        Args:
-            scheme: the ``Authorization`` scheme, ``"Bearer"`` or ``"DPoP"``
-                (any case).
-            access_token: the token as sent (``ath`` is its hash).
-            claims: the token's verified claims (``cnf.jkt`` is read).
-            proof: the ``DPoP`` header, or ``None`` when absent.
-            method: the request method (``htm``).
-            uri: the request URI as the client addressed it (``htu``; query
-                and fragment are ignored).
-            now: seconds since the epoch (default: the clock).
+        The request is given by keyword: ``scheme`` (the ``Authorization``
+        scheme, ``"Bearer"`` or ``"DPoP"``, any case), ``access_token`` (the
+        token as sent: ``ath`` is its hash), ``claims`` (the token's verified
+        claims: ``cnf.jkt`` is read), ``proof`` (the ``DPoP`` header, or
+        ``None`` when absent), ``method`` (``htm``), ``uri`` (the request URI
+        as the client addressed it: ``htu``; query and fragment are ignored)
+        and optionally ``now`` (seconds since the epoch; default: the clock).
 
         Raises:
             DPoPBindingError: the token and the scheme do not fit.
