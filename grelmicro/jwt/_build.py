@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from grelmicro.jwt import _core
+from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._claims import register_template
 from grelmicro.jwt._config import JWTConfig
 from grelmicro.jwt._events import Observers, log_event
@@ -131,6 +131,14 @@ def _check_sources(
 MANY_SOURCES = 8
 _built: dict[str, int] = {}
 _built_lock = threading.Lock()
+
+
+def _fresh_built_lock() -> None:
+    global _built_lock  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
+    _built_lock = threading.Lock()
+
+
+_lifecycle.at_fork_child(_fresh_built_lock)
 
 
 def _count_built(name: str) -> None:

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from grelmicro.jwt import _core
+from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._config import AlgorithmName, check_flags
 from grelmicro.jwt.errors import ConfigurationError, InvalidKeyError
 
@@ -23,6 +23,14 @@ logger = logging.getLogger("grelmicro.jwt")
 #: Fingerprints of keys whose padded EC coordinates were already logged.
 _PADDED_LOGGED: set[str] = set()
 _PADDED_LOCK = threading.Lock()
+
+
+def _fresh_padded_lock() -> None:
+    global _PADDED_LOCK  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
+    _PADDED_LOCK = threading.Lock()
+
+
+_lifecycle.at_fork_child(_fresh_padded_lock)
 _PADDED_MAX = 4096
 
 

@@ -287,6 +287,7 @@ class Tenants:
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
         self.parking = Parking(MAX_TENANT_WAITERS)
+        _lifecycle.at_fork_child(self.after_fork)  # held weakly
 
     def __repr__(self) -> str:
         if self.any:

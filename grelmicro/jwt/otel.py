@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from grelmicro.jwt import _lifecycle
 from grelmicro.jwt._events import TOKEN_ACCEPTED, TOKEN_REFUSED, Event
 from grelmicro.jwt.errors import ConfigurationError, JWTError
 
@@ -307,6 +308,14 @@ class _Instruments:
 #: meter provider -> its shared instruments.
 _SHARED: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
+
+
+def _fresh_shared_lock() -> None:
+    global _SHARED_LOCK  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
+    _SHARED_LOCK = threading.Lock()
+
+
+_lifecycle.at_fork_child(_fresh_shared_lock)
 
 
 def _instruments(meter_provider: Any) -> _Instruments:
