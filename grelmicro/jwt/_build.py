@@ -132,13 +132,7 @@ MANY_SOURCES = 8
 _built: dict[str, int] = {}
 _built_lock = threading.Lock()
 
-
-def _fresh_built_lock() -> None:
-    global _built_lock  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
-    _built_lock = threading.Lock()
-
-
-_lifecycle.at_fork_child(_fresh_built_lock)
+_lifecycle.renew_lock_after_fork(globals(), "_built_lock")  # a child's copy may be held
 
 
 def _count_built(name: str) -> None:

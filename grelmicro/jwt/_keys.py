@@ -24,13 +24,7 @@ logger = logging.getLogger("grelmicro.jwt")
 _PADDED_LOGGED: set[str] = set()
 _PADDED_LOCK = threading.Lock()
 
-
-def _fresh_padded_lock() -> None:
-    global _PADDED_LOCK  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
-    _PADDED_LOCK = threading.Lock()
-
-
-_lifecycle.at_fork_child(_fresh_padded_lock)
+_lifecycle.renew_lock_after_fork(globals(), "_PADDED_LOCK")  # a child's copy may be held
 _PADDED_MAX = 4096
 
 

@@ -242,6 +242,19 @@ def at_stop(hook: Callable[[], None]) -> None:
         _STATE.stop_hooks.append(hook)
 
 
+def renew_lock_after_fork(namespace: dict[str, Any], name: str) -> None:
+    """In a forked child, replace the module lock ``namespace[name]`` with a new one.
+
+    A parent's thread may have held it at the fork; no thread of the child
+    would ever release it. Call it once, beside the lock, with ``globals()``.
+    """
+
+    def renew() -> None:
+        namespace[name] = threading.Lock()
+
+    at_fork_child(renew)
+
+
 def at_fork_child(hook: Callable[[], None]) -> None:
     """Call ``hook`` in a forked child, before any other code of the child runs.
 

@@ -27,7 +27,7 @@ from typing import Annotated, Any, NoReturn, Protocol, cast
 
 from typing_extensions import Unpack
 
-from grelmicro.jwt import _core
+from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._build import build_router, lift_template
 from grelmicro.jwt._cache import TokenCache
 from grelmicro.jwt._claims import Claims
@@ -60,16 +60,7 @@ logger = logging.getLogger("grelmicro.jwt")
 #: Serialises rotate() of keys given in code (rare). Network keys never take
 #: it: their route changes under the router's own lock.
 _ROTATION = threading.Lock()
-
-
-def _fresh_rotation_lock() -> None:
-    global _ROTATION, _RUNNERS  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
-    _ROTATION = threading.Lock()
-    _RUNNERS = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_rotation_lock)
+_lifecycle.renew_lock_after_fork(globals(), "_ROTATION")  # a child's copy may be held
 
 Clock = Callable[[], float]
 
@@ -259,6 +250,7 @@ _SIGNATURE = inspect.Signature(
 
 #: Guards the lazy creation of a verifier's :class:`LoopThread`.
 _RUNNERS = threading.Lock()
+_lifecycle.renew_lock_after_fork(globals(), "_RUNNERS")
 #: How long ``close()`` waits for ``start_sync()``'s thread to close its sources.
 _RUNNER_JOIN = 10.0
 

@@ -23,12 +23,15 @@ connections pass through unchecked (guard them in the app).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.challenges import Refusal
-from grelmicro.jwt.guard import Guard, GuardedApp
+from grelmicro.jwt.guard import Guard, GuardedApp, GuardSettings
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CLAIMS_KEY", "JWTMiddleware"]
 
@@ -54,14 +57,9 @@ class JWTMiddleware(GuardedApp):
     Args:
         app: the ASGI app to guard.
         verifier: the :class:`~grelmicro.jwt.JWTVerifier`, or a ``Guard``.
-        scopes: scopes every request's token must grant.
-        roles: roles every request's token must hold.
-        exempt: paths served without a token; exact matches.
-        optional: let anonymous requests through (claims ``None``).
-        ready_path: the readiness path (``None``: none).
-        public_url: the origin clients address, for DPoP ``htu``.
         lifespan: wrap the ASGI lifespan to start and stop the keys.
-        **options: :class:`~grelmicro.jwt.guard.Guard` options.
+        **settings: the route's and the guard's settings
+            (:class:`~grelmicro.jwt.guard.GuardedApp` lists them).
     """
 
     def __init__(
@@ -69,18 +67,10 @@ class JWTMiddleware(GuardedApp):
         app: ASGIApp,
         verifier: JWTVerifier | Guard,
         *,
-        scopes: Sequence[str] = (),
-        roles: Sequence[str] = (),
-        exempt: Iterable[str] = (),
-        optional: bool = False,
-        ready_path: str | None = "/ready",
-        public_url: str | None = None,
         lifespan: bool = True,
-        **options: Any,
+        **settings: Unpack[GuardSettings],
     ) -> None:
-        super().__init__(
-            verifier, (scopes, roles, exempt, optional), (ready_path, public_url), options
-        )
+        super().__init__(verifier, settings)
         self.app = app
         self.lifespan = lifespan
 

@@ -33,7 +33,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 from urllib.parse import parse_qsl
 
 from grelmicro.jwt import _grants
@@ -55,7 +55,14 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
 )
 
-__all__ = ["Guard", "GuardedApp", "Readiness", "readiness", "split_authorization"]
+__all__ = [
+    "Guard",
+    "GuardSettings",
+    "GuardedApp",
+    "Readiness",
+    "readiness",
+    "split_authorization",
+]
 
 #: What an ``Authorization`` header may be given as.
 Header = str | bytes | Sequence[str | bytes] | None
@@ -384,30 +391,57 @@ JWTErrors = (TokenRejectedError, KeysUnavailableError)
 BindingErrors = (BindingError, DPoPProofError, DPoPReplayError)
 
 
+class GuardSettings(TypedDict, total=False):
+    """What a middleware takes besides its app (keywords; see :class:`GuardedApp`)."""
+
+    scopes: Sequence[str]
+    roles: Sequence[str]
+    exempt: Iterable[str]
+    optional: bool
+    ready_path: str | None
+    public_url: str | None
+    realm: str | None
+    retry_after: int
+    permissions: bool
+    role_claims: str | Sequence[str | Sequence[str]] | None
+    dpop: DPoPVerifier | None
+    certificates: bool
+
+
+#: The settings of the route (the others are the :class:`Guard`'s).
+_ROUTE_SETTINGS = ("scopes", "roles", "exempt", "optional", "ready_path", "public_url")
+
+
 class GuardedApp:
     """What the WSGI and ASGI middlewares share: the guard, the route's policy, the paths.
 
     ``verifier`` is a :class:`JWTVerifier` (a :class:`Guard` is built over
-    it with ``options``) or a ready :class:`Guard` (then no options).
+    it with the guard's settings) or a ready :class:`Guard` (then only the
+    route's settings). The settings, by keyword (:class:`GuardSettings`):
+
+    - ``scopes``, ``roles``: what every request's token must grant or hold;
+    - ``exempt``: paths served without a token (``/health``), exact matches;
+    - ``optional``: let anonymous requests through (``claims`` is ``None``);
+      a token that is sent is still verified;
+    - ``ready_path``: the readiness path (``"/ready"``; ``None``: none);
+    - ``public_url``: the origin clients address, for DPoP ``htu``;
+    - the :class:`Guard`'s: ``realm``, ``retry_after``, ``permissions``,
+      ``role_claims``, ``dpop``, ``certificates``.
     """
 
-    def __init__(
-        self,
-        verifier: JWTVerifier | Guard,
-        policy: tuple[Sequence[str], Sequence[str], Iterable[str], bool],
-        paths: tuple[str | None, str | None],
-        options: dict[str, Any],
-    ) -> None:
+    def __init__(self, verifier: JWTVerifier | Guard, settings: GuardSettings) -> None:
+        route: dict[str, Any] = {k: v for k, v in settings.items() if k in _ROUTE_SETTINGS}
+        options: dict[str, Any] = {k: v for k, v in settings.items() if k not in _ROUTE_SETTINGS}
         if isinstance(verifier, Guard):
             if options:
                 raise ConfigurationError("give Guard options to the Guard, not the middleware")
             self.guard = verifier
         else:
             self.guard = Guard(verifier, **options)
-        scopes, roles, exempt, optional = policy
-        self.scopes = tuple(scopes)
-        self.roles = tuple(roles)
-        self.exempt = frozenset(exempt)
-        self.optional = optional
-        self.ready_path, public_url = paths
-        self.public_url = None if public_url is None else public_url.rstrip("/")
+        self.scopes = tuple(route.get("scopes", ()))
+        self.roles = tuple(route.get("roles", ()))
+        self.exempt = frozenset(route.get("exempt", ()))
+        self.optional = bool(route.get("optional", False))
+        self.ready_path: str | None = route.get("ready_path", "/ready")
+        public_url = route.get("public_url")
+        self.public_url = None if public_url is None else str(public_url).rstrip("/")

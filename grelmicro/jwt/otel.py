@@ -309,13 +309,7 @@ class _Instruments:
 _SHARED: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 
-
-def _fresh_shared_lock() -> None:
-    global _SHARED_LOCK  # noqa: PLW0603 - a forked child's copy may be held by a dead thread
-    _SHARED_LOCK = threading.Lock()
-
-
-_lifecycle.at_fork_child(_fresh_shared_lock)
+_lifecycle.renew_lock_after_fork(globals(), "_SHARED_LOCK")  # a child's copy may be held
 
 
 def _instruments(meter_provider: Any) -> _Instruments:

@@ -32,14 +32,17 @@ worker (its ``post_fork`` hook): see the deployment guide.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._verifier import JWTVerifier
 from grelmicro.jwt.challenges import Refusal
-from grelmicro.jwt.guard import Guard, GuardedApp, Readiness
+from grelmicro.jwt.guard import Guard, GuardedApp, GuardSettings, Readiness
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CLAIMS_KEY", "JWTMiddleware", "guard_arguments", "respond", "respond_ready"]
 
@@ -104,18 +107,11 @@ class JWTMiddleware(GuardedApp):
     Args:
         app: the WSGI app to guard.
         verifier: the :class:`~grelmicro.jwt.JWTVerifier`, or a
-            :class:`~grelmicro.jwt.guard.Guard` built on one (then the
-            guard options below are not given).
-        scopes: scopes every request's token must grant.
-        roles: roles every request's token must hold.
-        exempt: paths served without a token (``/health``); exact matches.
-        optional: let anonymous requests through (``claims`` is ``None``);
-            a token that is sent is still verified.
-        ready_path: the readiness path (``None``: none).
-        public_url: the origin clients address, for DPoP ``htu``.
+            :class:`~grelmicro.jwt.guard.Guard` built on one (then no guard
+            settings are given).
         start: call ``verifier.start_sync()`` now.
-        **options: :class:`~grelmicro.jwt.guard.Guard` options (``realm``,
-            ``retry_after``, ``permissions``, ``role_claims``, ``dpop``).
+        **settings: the route's and the guard's settings
+            (:class:`~grelmicro.jwt.guard.GuardedApp` lists them).
     """
 
     def __init__(
@@ -123,18 +119,10 @@ class JWTMiddleware(GuardedApp):
         app: WSGIApp,
         verifier: JWTVerifier | Guard,
         *,
-        scopes: Sequence[str] = (),
-        roles: Sequence[str] = (),
-        exempt: Iterable[str] = (),
-        optional: bool = False,
-        ready_path: str | None = "/ready",
-        public_url: str | None = None,
         start: bool = True,
-        **options: Any,
+        **settings: Unpack[GuardSettings],
     ) -> None:
-        super().__init__(
-            verifier, (scopes, roles, exempt, optional), (ready_path, public_url), options
-        )
+        super().__init__(verifier, settings)
         self.app = app
         if start:
             self.guard.verifier.start_sync()
