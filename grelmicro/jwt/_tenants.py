@@ -213,6 +213,7 @@ class Tenants:
     """
 
     __slots__ = (
+        "__weakref__",  # its after-fork hook is held weakly
         "_allowed",
         "_flights",
         "_lock",

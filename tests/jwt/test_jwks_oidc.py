@@ -203,7 +203,8 @@ async def test_async_through_discovery_with_rotation(provider: Provider) -> None
         tokens = [provider.token("es-3", jti=str(i)) for i in range(20)]
         results = await asyncio.gather(*(verifier.verify_async(t) for t in tokens))
         assert len(results) == 20
-        assert verifier.health().fetch_count == 3  # discovery, JWKS, one refresh
+        # discovery, JWKS, then one refetch for the new kid: discovery again, then the JWKS
+        assert verifier.health().fetch_count == 4
 
 
 # --- RSA keys published without alg, as Entra ID and oidc-provider do ------
