@@ -252,7 +252,9 @@ def _maturin(
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
     if rustflags:
         env["RUSTFLAGS"] = " ".join(filter(None, (os.environ.get("RUSTFLAGS", ""), rustflags)))
-    _run(cmd, log, env=env)
+    # From the checkout, whatever the caller's directory: rustup reads the
+    # pinned toolchain from rust-toolchain.toml there; cargo keeps Cargo.lock as is.
+    _run([*cmd, "--locked"], log, env=env, cwd=ROOT)
     wheel = _only_wheel(out)
     if wheel is None:
         raise SystemExit(f"maturin left no single grelmicro-core wheel in {out}")
@@ -272,7 +274,9 @@ def llvm_profdata(log: Log = _log) -> Path | None:
 
     def locate() -> Path:
         def ask(*args: str) -> str:
-            return subprocess.run([rustc, *args], check=True, capture_output=True, text=True).stdout
+            return subprocess.run(
+                [rustc, *args], check=True, capture_output=True, text=True, cwd=ROOT
+            ).stdout
 
         host = next(
             line.split(":", 1)[1].strip()
@@ -301,8 +305,20 @@ def can_train(python: str | Path) -> bool:
     return found.returncode == 0
 
 
+def host_platform() -> str:
+    """The key of ``PLATFORMS`` this machine's glibc interpreters load (``manylinux2014-x86_64``)."""
+    machine = os.uname().machine.lower()
+    return "manylinux2014-" + {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
 def pgo_profile(
-    python: str | Path, source: Path, features: Sequence[str], work: Path, log: Log
+    python: str | Path,
+    source: Path,
+    features: Sequence[str],
+    work: Path,
+    log: Log,
+    *,
+    platform: str = "",
 ) -> Path | None:
     """The merged profile of ``scripts/pgo_train.py`` run on an instrumented build.
 
@@ -310,6 +326,11 @@ def pgo_profile(
     runs ``python`` with the instrumented core first on its path and this
     tree's ``grelmicro``: that interpreter needs the jwt extra's dependencies
     (and ``cryptography`` to train the asymmetric algorithms).
+
+    ``platform`` builds the instrumented wheel for that portable target, as
+    the final wheel will be: a profile is keyed by symbol names, which carry
+    cargo's hash of the build (``--target`` included), so counts taken from a
+    native build match almost nothing of a ``--target`` build.
     """
     profdata = llvm_profdata(log)
     if profdata is None:
@@ -327,6 +348,7 @@ def pgo_profile(
         log,
         rustflags=f"-Cprofile-generate={counts}",
         target=TARGET / "pgo-instrumented",
+        platform=platform,
     )
     site = work / "site"
     _run(
@@ -353,9 +375,16 @@ def pgo_profile(
 
 
 def _profile(
-    python: str | Path, source: Path, *, features: Sequence[str], key: str, inputs: str, log: Log
+    python: str | Path,
+    source: Path,
+    *,
+    features: Sequence[str],
+    key: str,
+    inputs: str,
+    log: Log,
+    platform: str = "",
 ) -> Path | None:
-    """The PGO profile of ``key``: trained once per change, shared by every platform's build."""
+    """The PGO profile of ``key`` (trained on ``platform``'s build), once per change."""
     work = DIST / "pgo" / key
     profile = work / "merged.profdata"
     stamp = work / ".stamp"
@@ -363,7 +392,7 @@ def _profile(
     if profile.exists() and stamp.exists() and stamp.read_text() == want:
         log(f"PGO 1-2/3: the profile of {key} is up to date, {profile.relative_to(ROOT)}")
         return profile
-    found = pgo_profile(python, source, features, work, log)
+    found = pgo_profile(python, source, features, work, log, platform=platform)
     if found is not None:
         stamp.write_text(want)
     return found
@@ -385,10 +414,13 @@ def build_core_wheel(
     for a profile-guided build (see the module documentation), which an
     interpreter without the jwt extra's dependencies (the training imports
     ``grelmicro.jwt``) gets as a plain build, said in the log. ``platform``
-    (a key of ``PLATFORMS``) links with zig for that portable target; the
-    profile is trained once per interpreter on this machine's own build and
-    used by every platform's (the Rust code is the same; musl wheels cannot
-    be loaded by this machine's glibc interpreter to train them).
+    (a key of ``PLATFORMS``) links with zig for that portable target. The
+    profile is trained on the build it steers: a native wheel on a native
+    instrumented build, every portable wheel on this machine's own portable
+    target (``host_platform()``, linked by zig like the final wheel). A
+    platform this machine cannot load (musl, the other architecture) gets
+    that profile too, where symbol names differ it steers little (see
+    ``docs/benchmarks.md``, "The release build").
     A profile-guided build is the shipped kind: it never has the test hooks.
     """
     if pgo and TEST_FEATURE in features:
@@ -402,7 +434,10 @@ def build_core_wheel(
         key += "-sdist"
     if pgo:
         key += "-pgo"
-    pgo_key = key
+    # The profile of a portable wheel is trained on the portable build
+    # this machine can run (one per interpreter, shared by its platforms).
+    train_on = host_platform() if platform else ""
+    pgo_key = f"{key}-{train_on}" if train_on else key
     if platform:
         key += f"-{platform}"
     out = DIST / "core" / key
@@ -417,7 +452,15 @@ def build_core_wheel(
         return wheel
     log(f"{key}: building the grelmicro-core wheel from {source}")
     profile = (
-        _profile(python, source, features=features, key=pgo_key, inputs=inputs, log=log)
+        _profile(
+            python,
+            source,
+            features=features,
+            key=pgo_key,
+            inputs=inputs,
+            log=log,
+            platform=train_on,
+        )
         if pgo
         else None
     )

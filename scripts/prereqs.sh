@@ -18,12 +18,15 @@
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
 #   servers       nginx and redis-server (Debian packages; the tests start
 #                 their own instances on 127.0.0.1, never the system service) unit, security
-#   release       llvm-tools and the musl target (scripts/release.sh; not part of
-#                 the test command: `bash scripts/prereqs.sh release`)
+#   release       the toolchain of rust-toolchain.toml with its llvm-tools and
+#                 targets (scripts/release.sh runs this step; not part of the test command)
+# Rust comes from rust-toolchain.toml (an exact release, its components and
+# targets): rustup reads it in this checkout, which this script works in.
 # Debian packages are installed as root, or through `sudo -n`; without either
 # the step fails and names the packages.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
 ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters servers)
 # Tool pins (noxfile.py checks the same).
 CARGO_FUZZ_VERSION="0.13.2"
@@ -154,12 +157,13 @@ step_interpreters() {
 }
 
 step_release() {
-    step_llvm-tools
-    local musl
+    command -v rustup >/dev/null 2>&1 || { echo "prereqs: no rustup: install it (https://rustup.rs), then run this again" >&2; return 1; }
+    local musl tool
     musl="$(uname -m)-unknown-linux-musl"
-    if ! rustup target list --installed | grep -qx "$musl"; then
-        say "rustup target add $musl"
-        rustup target add "$musl"
+    tool="$(rustc --print sysroot 2>/dev/null)/lib/rustlib/$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')/bin/llvm-profdata"
+    if [ ! -x "$tool" ] || ! rustup target list --installed | grep -qx "$musl"; then
+        say "rustup toolchain install (rust-toolchain.toml: $(sed -n 's/^channel = //p' rust-toolchain.toml), llvm-tools, targets)"
+        rustup toolchain install >&2
     fi
 }
 

@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import platform as host
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,62 @@ def _log(message: str) -> None:
 def _run(cmd: Sequence[str | Path], **kwargs: object) -> subprocess.CompletedProcess[str]:
     _log("$ " + " ".join(str(part) for part in cmd))
     return subprocess.run([str(p) for p in cmd], check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def _version_of(spec: str) -> tuple[str, str] | None:
+    """``"python3.12"``, ``"3.12"``, ``"3.12.1"``, ``"3.13t"`` -> ``("3.12", "")``, ``("3.13", "t")``."""
+    found = re.fullmatch(r"(?:python)?(3\.\d+)(?:\.\d+)?(t?)", spec)
+    return (found[1], found[2]) if found else None
+
+
+def _candidates(spec: str) -> list[str]:
+    """Where ``spec`` may be: itself, then pyenv's installs and ``/opt`` for its version."""
+    if os.sep in spec:
+        return [spec]
+    found = [spec]
+    version = _version_of(spec)
+    if version is not None:
+        minor, ft = version
+        pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        pattern = spec.removeprefix("python") if spec[0].isdigit() else minor
+        installs = [
+            path
+            for path in pyenv.glob(f"{pattern.removesuffix('t')}*/bin/python{minor}{ft}")
+            if path.parent.parent.name.endswith("t") == bool(ft)
+        ]
+        # The newest patch release first.
+        installs.sort(key=lambda p: [int(n) for n in re.findall(r"\d+", p.parent.parent.name)])
+        found += [str(path) for path in reversed(installs)]
+        found.append(f"/opt/python{minor}{ft}/bin/python{minor}{ft}")
+    return found
+
+
+def resolve_python(spec: str) -> str:
+    """The interpreter ``spec`` names, as the path of one that runs; one sentence when none does.
+
+    ``spec`` is a command (``python3.12``), a path, or a version (``3.12``,
+    ``3.12.1``, ``3.13t``). A pyenv shim that is not selected exits 127: the
+    version's own install under pyenv (or ``/opt``) is used instead.
+    """
+    probe = "import sys; print(sys.executable)"
+    why = "not found"
+    for candidate in _candidates(spec):
+        if os.sep in candidate and not os.access(candidate, os.X_OK):
+            continue
+        try:
+            ran = subprocess.run(
+                [candidate, "-c", probe], capture_output=True, text=True, check=False, timeout=60
+            )
+        except OSError:
+            continue
+        if ran.returncode == 0 and ran.stdout.strip():
+            return ran.stdout.strip()
+        lines = (ran.stderr or ran.stdout).strip().splitlines()
+        why = f"exit {ran.returncode}: {lines[0] if lines else 'no output'}"
+    raise SystemExit(
+        f"release: {spec} does not run here ({why}); name one that does: "
+        f"a command on PATH, its full path, or a version pyenv has installed (3.12)"
+    )
 
 
 def sha256(path: Path) -> str:
@@ -324,9 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(
                 f"unknown platform {platform} (known: {', '.join(corewheel.PLATFORMS)})"
             )
+    pythons = [resolve_python(spec) for spec in args.pythons]
     if corewheel.llvm_profdata(_log) is None:
         raise SystemExit("a release is profile-guided: `bash scripts/prereqs.sh release` first")
-    tags = {python: corewheel.interpreter_tag(python) for python in args.pythons}
+    tags = {python: corewheel.interpreter_tag(python) for python in pythons}
     for python, tag in tags.items():
         if not (LOCKS / f"{tag}.txt").exists():
             raise SystemExit(

@@ -8,6 +8,7 @@ what a stale lock or a wrong rule would only show at release time.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,48 @@ def test_release_sh_without_interpreters_prints_its_usage_and_builds_nothing() -
     assert done.returncode == 2
     assert "usage: bash scripts/release.sh" in done.stderr
     assert "never picks interpreters" in done.stderr
+
+
+def _shim(directory: Path, name: str) -> None:
+    """A pyenv-like shim: the version is not selected, so it exits 127."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / name
+    shim.write_text(f'#!/bin/sh\necho "pyenv: {name}: command not found" >&2\nexit 127\n')
+    shim.chmod(0o755)
+
+
+def test_an_unselected_pyenv_shim_falls_back_to_the_version_pyenv_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _shim(tmp_path / "shims", "python3.77")
+    install = tmp_path / "pyenv" / "versions" / "3.77.2" / "bin"
+    install.mkdir(parents=True)
+    (install / "python3.77").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shims'}:{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+
+    for spec in ("python3.77", "3.77", "3.77.2", str(install / "python3.77")):
+        assert release.resolve_python(spec) == str(install / "python3.77"), spec
+
+
+def test_an_interpreter_that_cannot_run_stops_the_release_in_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _shim(tmp_path / "shims", "python3.77")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shims'}:{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+
+    with pytest.raises(SystemExit) as stopped:
+        release.main(["python3.77"])
+
+    message = str(stopped.value)
+    assert message.startswith("release: python3.77 does not run here (exit 127: pyenv:")
+    assert "\n" not in message
+    assert "full path" in message
+
+
+def test_release_sh_installs_its_own_prerequisites_first() -> None:
+    text = (SCRIPTS / "release.sh").read_text()
+    assert text.index("prereqs.sh\" release") < text.index('"$ROOT/scripts/release.py"')
+    readme = (ROOT / "README.md").read_text()
+    assert "bash scripts/release.sh python3.12" in readme
