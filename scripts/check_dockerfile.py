@@ -152,7 +152,7 @@ def check_tarball() -> Path:
         shutil.copy2(wheel, out / wheel.name)
     if not wheelhouse.download_dependencies(out / core.name, out):
         raise SystemExit(f"the locked dependencies of {tag} could not be downloaded")
-    tarball = release.assemble(out, main, {tag: [out / core.name]}, sbom_listing=None)
+    tarball = release.assemble(out, main, {tag: [out / core.name]}, with_sbom=False)
     log(f"check tarball {tarball.name}: the dev core (not profile-guided), locked dependencies")
     return tarball
 

@@ -15,11 +15,13 @@ and its ``.sha256``, unpacking to one directory that holds
   file by hash, ``--no-index --find-links`` the directory itself), so that
   installing is ``pip install --require-hashes -r requirements-cp311.txt``;
 - ``locks/``: the hash locks it was built from; ``sbom.cdx.json``: a
-  CycloneDX SBOM (cyclonedx-bom) listing every wheel with its hash;
+  CycloneDX 1.6 SBOM (scripts/sbom.py): the release as root component, each
+  wheel with its hash and licence, ours as first-party ``pkg:generic`` purls;
   ``SHA256SUMS``: every file.
 
 The core's profile is trained once per interpreter (``scripts/corewheel.py
---pgo``) on this machine's own build, in a venv installed from the
+--pgo``) on this machine's own portable build (zig, ``--target``: the
+profile's symbol names are those of the build it steers), in a venv installed from the
 wheelhouse itself, and used by every platform's build. ``scripts/release.sh``
 runs this with the tools of ``locks/tools.txt`` (installed with
 ``--require-hashes``) and ``nice -n 19``. ``grelmicro`` and ``grelmicro-core``
@@ -46,6 +48,7 @@ from pathlib import Path
 
 import corewheel
 import lock
+import sbom
 import wheelhouse
 
 ROOT = corewheel.ROOT
@@ -260,27 +263,25 @@ def install_lock(tag: str, ours: dict[str, list[Path]], out: Path) -> Path:
     return path
 
 
-def sbom(out: Path, work: Path) -> Path:
-    """``sbom.cdx.json`` (cyclonedx-py): every wheel of ``out``, its version and hashes."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for wheel in sorted(out.glob("*.whl")):
-        name, version = wheel.name.split("-")[:2]
-        grouped.setdefault((wheelhouse.normalize(name), version), []).append(sha256(wheel))
-    listing = work / "sbom-requirements.txt"
-    listing.write_text(
-        "".join(
-            f"{name}=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n"
-            for (name, version), hashes in sorted(grouped.items())
-        )
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH``, else the time of this checkout's commit (a build's one clock)."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    path = out / "sbom.cdx.json"
-    _run([TOOLS / "cyclonedx-py", "requirements", "--of", "JSON", "-o", path, listing])
-    text = path.read_text()
-    missing = [w.name for w in out.glob("*.whl") if sha256(w) not in text]
-    if missing:
-        raise SystemExit(f"the SBOM lacks {missing}")
-    components = len(json.loads(text).get("components", []))
-    _log(f"sbom.cdx.json: {components} components, every wheel's SHA-256 in it")
+    return int(found.stdout.strip() or 0)
+
+
+def write_sbom(out: Path) -> Path:
+    """``sbom.cdx.json`` (scripts/sbom.py), checked against the CycloneDX 1.6 schema."""
+    path = sbom.write(out, out.name, corewheel.version(), arch(), source_date_epoch())
+    sbom.validate(path)
+    components = len(json.loads(path.read_text())["components"])
+    _log(f"sbom.cdx.json: the release and {components} wheels, CycloneDX {sbom.SPEC_VERSION}, valid")
     return path
 
 
@@ -296,7 +297,7 @@ def sha256sums(out: Path) -> Path:
 def pack(out: Path) -> Path:
     """``<out>.tar.gz`` (sorted, owner 0, fixed mtime) and its ``.sha256``; the tarball."""
     tarball = out.parent / f"{out.name}.tar.gz"
-    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0") or 0)
+    mtime = source_date_epoch()
 
     def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
@@ -344,13 +345,13 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
 
 
 def assemble(
-    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, sbom_listing: Path | None
+    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, with_sbom: bool = True
 ) -> Path:
     """The files beside the wheels in ``out`` (index, locks, install locks, SBOM, sums); packed.
 
-    ``cores`` maps an interpreter tag to its core wheels in ``out``; the SBOM
-    is written when ``sbom_listing`` names a scratch directory (cyclonedx-py
-    is one of the release's tools).
+    ``cores`` maps an interpreter tag to its core wheels in ``out``;
+    ``with_sbom`` writes and validates the SBOM (its schema check needs
+    cyclonedx-python-lib, one of the release's tools).
     """
     wheelhouse.write_index(out)
     (out / "locks").mkdir(exist_ok=True)
@@ -358,8 +359,8 @@ def assemble(
         shutil.copy2(LOCKS / path, out / "locks" / path)
     for tag, wheels in cores.items():
         install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}, out)
-    if sbom_listing is not None:
-        sbom(out, sbom_listing)
+    if with_sbom:
+        write_sbom(out)
     sha256sums(out)
     return pack(out)
 
@@ -405,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_wheel = corewheel.build_grelmicro_dists(sys.executable, log=_log)
     shutil.copy2(main_wheel, out / main_wheel.name)
     cores = {tag: build_cores(python, tag, platforms, out) for python, tag in tags.items()}
-    tarball = assemble(out, main_wheel, cores, sbom_listing=args.out.resolve())
+    tarball = assemble(out, main_wheel, cores, with_sbom=True)
     size = tarball.stat().st_size / 1e6
     _log(f"{tarball} ({size:.1f} MB) in {(time.monotonic() - started) / 60:.1f} min")
     print(tarball)

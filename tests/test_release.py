@@ -148,3 +148,44 @@ def test_release_sh_installs_its_own_prerequisites_first() -> None:
     assert text.index("prereqs.sh\" release") < text.index('"$ROOT/scripts/release.py"')
     readme = (ROOT / "README.md").read_text()
     assert "bash scripts/release.sh python3.12" in readme
+
+
+def _tree(tmp_path: Path) -> Path:
+    """The files release-check.sh reads, copied into a scratch tree."""
+    for path in (
+        "scripts/release-check.sh",
+        "pyproject.toml",
+        "grelmicro-core/pyproject.toml",
+        "grelmicro-core/Cargo.toml",
+        "CHANGELOG.md",
+    ):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text((ROOT / path).read_text())
+    return tmp_path
+
+
+def _check(tree: Path, tag: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(tree / "scripts" / "release-check.sh"), tag],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_release_check_enforces_the_version_rule_of_both_distributions(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    main, core = corewheel.version(), corewheel.core_version()
+    assert _check(tree, f"grelmicro-v{main}").stdout == "package=grelmicro\n"
+    assert _check(tree, f"grelmicro-core-v{core}").stdout == "package=grelmicro-core\n"
+    assert _check(tree, f"grelmicro-v{main.removesuffix('+jwt')}").returncode == 1
+
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"grelmicro-core=={core}", "grelmicro-core"))
+    stopped = _check(tree, f"grelmicro-v{main}")
+    assert stopped.returncode == 1
+    assert f"does not pin grelmicro-core=={core}" in stopped.stderr
+
+    pyproject.write_text((ROOT / "pyproject.toml").read_text().replace(main, "0.91.0"))
+    stopped = _check(tree, "grelmicro-v0.91.0")
+    assert "grelmicro 0.91.0 is not MAJOR.MINOR.PATCH+jwt" in stopped.stderr
