@@ -306,7 +306,7 @@ def can_train(python: str | Path) -> bool:
 
 
 def host_platform() -> str:
-    """The key of ``PLATFORMS`` this machine's glibc interpreters load (``manylinux2014-x86_64``)."""
+    """The key of ``PLATFORMS`` this machine can load (``manylinux2014-<arch>``)."""
     machine = os.uname().machine.lower()
     return "manylinux2014-" + {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
@@ -519,7 +519,8 @@ def build_grelmicro_dists(python: str | Path, *, log: Log = _log) -> Path:
     if found is None:
         shutil.rmtree(out, ignore_errors=True)
         log("building the grelmicro sdist, then its wheel from the sdist")
-        _run([python, "-m", "build", "-q", "-o", out, ROOT], log)
+        # No isolation: hatchling comes from the caller's hashed lock, not an index.
+        _run([python, "-m", "build", "-q", "--no-isolation", "-o", out, ROOT], log)
         found = sorted(out.glob("grelmicro-*.whl"))
         if len(found) != 1 or not list(out.glob("grelmicro-*.tar.gz")):
             raise SystemExit(f"python -m build left no single grelmicro wheel and sdist in {out}")

@@ -12,7 +12,7 @@
 #   oidc          node + npm, then oauth2-mock-server (scripts/setup-oidc.sh) oidc
 #   freethreaded  a free-threaded CPython 3.13t ($GRELMICRO_FT_PYTHON, or
 #                 built into /opt/python3.13t by get-freethreaded-python.sh) freethreaded
-#   docs          docs/requirements.txt into .venv; chromium, chromedriver   docs
+#   docs          locks/docs.txt into .venv (hashed); chromium, chromedriver docs
 #   fuzz          cargo-fuzz (pinned)                                        security
 #   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
@@ -99,8 +99,8 @@ step_docs() {
     local stamp="$ROOT/.venv/.docs-requirements.sha256" want
     want="$(sha256sum "$ROOT/docs/requirements.txt" | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        say "docs tools (docs/requirements.txt) into .venv"
-        "$ROOT/.venv/bin/python" -m pip install -q -r "$ROOT/docs/requirements.txt"
+        say "docs tools (docs/requirements.txt, locked by hash in locks/docs.txt) into .venv"
+        "$ROOT/.venv/bin/python" -m pip install -q --require-hashes -r "$ROOT/locks/docs.txt"
         echo "$want" >"$stamp"
     fi
     if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then

@@ -108,7 +108,9 @@ def component(wheel: Path) -> dict[str, object]:
     return found
 
 
-def document(directory: Path, release: str, version: str, arch: str, epoch: int) -> dict[str, object]:
+def document(
+    directory: Path, release: str, version: str, arch: str, epoch: int
+) -> dict[str, object]:
     """The SBOM of the wheels in ``directory`` (``release``: the tarball's directory name)."""
     wheels = sorted(directory.glob("*.whl"))
     components = [component(wheel) for wheel in wheels]

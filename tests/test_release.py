@@ -145,7 +145,7 @@ def test_an_interpreter_that_cannot_run_stops_the_release_in_one_sentence(
 
 def test_release_sh_installs_its_own_prerequisites_first() -> None:
     text = (SCRIPTS / "release.sh").read_text()
-    assert text.index("prereqs.sh\" release") < text.index('"$ROOT/scripts/release.py"')
+    assert text.index('prereqs.sh" release') < text.index('"$ROOT/scripts/release.py"')
     readme = (ROOT / "README.md").read_text()
     assert "bash scripts/release.sh python3.12" in readme
 
