@@ -100,7 +100,10 @@ def runtime_in(*, free_threaded: bool = False) -> str:
 
 def uv() -> str:
     """Uv from the release tools' venv (scripts/lock.sh installs it), else PATH."""
-    for candidate in (ROOT / ".venvs" / "release-tools" / "bin" / "uv", shutil.which("uv")):
+    tools = sorted(
+        (ROOT / ".venvs").glob("release-tools-*/bin/uv"), key=lambda p: p.stat().st_mtime
+    )
+    for candidate in (*reversed(tools), shutil.which("uv")):
         if candidate and Path(candidate).exists():
             return str(candidate)
     raise SystemExit("no uv: run bash scripts/lock.sh (it installs locks/tools.txt)")
