@@ -33,6 +33,7 @@ are never asked of an index: another project owns those names on PyPI.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -295,7 +296,13 @@ def sha256sums(out: Path) -> Path:
 
 
 def pack(out: Path) -> Path:
-    """``<out>.tar.gz`` (sorted, owner 0, fixed mtime) and its ``.sha256``; the tarball."""
+    """``<out>.tar.gz`` and its ``.sha256``; the tarball, the same bytes for the same files.
+
+    Members sorted, owner 0 without names, modes 0644 (0755 for directories
+    and executables), every mtime ``SOURCE_DATE_EPOCH``; the gzip header
+    carries that time and no file name. Nothing of the machine, the umask or
+    the hour the files were written gets in.
+    """
     tarball = out.parent / f"{out.name}.tar.gz"
     mtime = source_date_epoch()
 
@@ -303,9 +310,14 @@ def pack(out: Path) -> Path:
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         info.mtime = mtime
+        info.mode = 0o755 if info.isdir() or info.mode & 0o111 else 0o644
         return info
 
-    with tarfile.open(tarball, "w:gz") as tar:
+    with (
+        tarball.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         tar.add(out, arcname=out.name, filter=clean, recursive=False)
         for path in sorted(out.rglob("*")):
             tar.add(
@@ -400,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"dependency from locks/; about {minutes} min on 2 shared cores "
         f"(~{MINUTES_PER_INTERPRETER} min per interpreter, less when dist/core is up to date)"
     )
+    # One clock for every archive of the build (hatchling, maturin, wheel, the tarball).
+    os.environ["SOURCE_DATE_EPOCH"] = str(source_date_epoch())
     started = time.monotonic()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)

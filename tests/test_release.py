@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,31 @@ def test_release_check_enforces_the_version_rule_of_both_distributions(tmp_path:
     pyproject.write_text((ROOT / "pyproject.toml").read_text().replace(main, "0.91.0"))
     stopped = _check(tree, "grelmicro-v0.91.0")
     assert "grelmicro 0.91.0 is not MAJOR.MINOR.PATCH+jwt" in stopped.stderr
+
+
+def test_the_tarball_is_the_same_bytes_whatever_the_files_times_and_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    sums = []
+    for attempt, (mode, when) in enumerate([(0o600, 1), (0o664, 2_000_000_000)]):
+        out = tmp_path / str(attempt) / "grelmicro-0.90.0-jwt-linux-x86_64"
+        (out / "simple").mkdir(parents=True)
+        for name in ("b.whl", "a.whl", "simple/index.html"):
+            (out / name).write_text(name)
+            (out / name).chmod(mode)
+            os.utime(out / name, (when, when))
+        sums.append(release.sha256(release.pack(out)))
+
+    assert sums[0] == sums[1]
+    with tarfile.open(tmp_path / "0" / "grelmicro-0.90.0-jwt-linux-x86_64.tar.gz") as tar:
+        members = tar.getmembers()
+    assert [m.name.split("/", 1)[-1] for m in members[1:]] == [
+        "a.whl",
+        "b.whl",
+        "simple",
+        "simple/index.html",
+    ]
+    assert {(m.mode, m.mtime, m.uid, m.uname) for m in members if m.isfile()} == {
+        (0o644, 1_700_000_000, 0, "")
+    }
