@@ -30,17 +30,22 @@ python3 -m pip install -q --disable-pip-version-check --no-index "${target[@]}" 
 echo "smoke-emulated: $(basename "$wheel") under $("$QEMU" --version | head -n 1)"
 (cd / && PYTHONPATH="$WORK/site" run "$ROOT/scripts/smoke_core.py")
 
-# The test slice's own needs, by hash from the dev lock, for that platform.
-wanted="pytest iniconfig pluggy packaging hypothesis sortedcontainers attrs cryptography cffi pycparser"
-python3 - "$ROOT/locks/dev.txt" "$WORK/test-reqs.txt" $wanted <<'PY'
+# The tests' needs for that platform, by hash: the release lock of the
+# interpreter (grelmicro.jwt's dependencies), then pytest's from the dev lock.
+wanted="pytest iniconfig pluggy packaging pygments hypothesis sortedcontainers attrs"
+python3 - "$ROOT/locks/dev.txt" "$ROOT/locks/$tag.txt" "$WORK/test-reqs.txt" $wanted <<'PY'
 import re, sys
-lock, out, *names = sys.argv[1:]
-blocks = re.split(r"\n(?=\S)", open(lock).read())
-keep = [b for b in blocks if re.match(r"([\w.-]+)==", b) and re.match(r"([\w.-]+)==", b)[1].lower() in names]
+dev, release, out, *names = sys.argv[1:]
+def blocks(path):
+    return [b for b in re.split(r"\n(?=\S)", open(path).read()) if re.match(r"[\w.-]+==", b)]
+have = {re.match(r"([\w.-]+)==", b)[1].lower() for b in blocks(release)}
+keep = [b for b in blocks(dev) if (n := re.match(r"([\w.-]+)==", b)[1].lower()) in names and n not in have]
 open(out, "w").write("\n".join(keep) + "\n")
 PY
-python3 -m pip install -q --disable-pip-version-check --require-hashes --target "$WORK/site" \
-    --platform "manylinux2014_$machine" --python-version "$version" --implementation cp \
-    --abi "$tag" --only-binary=:all: --no-deps -r "$WORK/test-reqs.txt"
+for reqs in "$ROOT/locks/$tag.txt" "$WORK/test-reqs.txt"; do
+    python3 -m pip install -q --disable-pip-version-check --require-hashes --target "$WORK/site" \
+        --platform "manylinux2014_$machine" --python-version "$version" --implementation cp \
+        --abi "$tag" --only-binary=:all: --no-deps --upgrade -r "$reqs"
+done
 [ "$#" -gt 0 ] || set -- -q -p no:cacheprovider "$ROOT/tests/core" -k "api or algorithms or header"
 (cd "$ROOT" && PYTHONPATH="$WORK/site" run -m pytest "$@")
