@@ -223,6 +223,7 @@ def _maturin(
     rustflags: str = "",
     target: Path = TARGET,
     platform: str = "",
+    explicit_target: bool = False,
 ) -> Path:
     """``maturin build --release`` into ``out`` (emptied first); the one wheel made.
 
@@ -231,6 +232,11 @@ def _maturin(
 
     With ``platform`` (a key of ``PLATFORMS``) the wheel is linked by zig for
     that target and tagged for it (manylinux2014 = glibc 2.17, musllinux_1_2).
+    With ``explicit_target`` (and no platform) it is this machine's own build
+    with ``--target <host triple>`` named, as a profile-guided build needs:
+    cargo hashes "a named target" into every symbol, so the instrumented
+    build, the native wheel and the zig-linked one agree on the names the
+    profile is keyed by only when each names the target.
     """
     shutil.rmtree(out, ignore_errors=True)
     if platform:
@@ -239,6 +245,8 @@ def _maturin(
         # path would make it ask the host's interpreter, a glibc one).
         interpreter: str | Path = f"python{interpreter_version(python)}"
         zig = ["--zig", "--target", triple, "--compatibility", compat]
+    elif explicit_target:
+        interpreter, zig = python, ["--target", host_triple()]
     else:
         interpreter, zig = python, []
     # A build with the test hooks never ships: Cargo.toml's quicker `hooks` profile.
@@ -305,10 +313,18 @@ def can_train(python: str | Path) -> bool:
     return found.returncode == 0
 
 
-def host_platform() -> str:
-    """The key of ``PLATFORMS`` this machine can load (``manylinux2014-<arch>``)."""
-    machine = os.uname().machine.lower()
-    return "manylinux2014-" + {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+def host_triple() -> str:
+    """This machine's Rust target triple (``rustc -vV``, the pinned toolchain)."""
+    shown = subprocess.run(
+        ["rustc", "-vV"],  # noqa: S607 (rustup's rustc, the toolchain of rust-toolchain.toml)
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    return next(
+        line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("host:")
+    )
 
 
 def pgo_profile(
@@ -317,8 +333,6 @@ def pgo_profile(
     features: Sequence[str],
     work: Path,
     log: Log,
-    *,
-    platform: str = "",
 ) -> Path | None:
     """The merged profile of ``scripts/pgo_train.py`` run on an instrumented build.
 
@@ -327,10 +341,14 @@ def pgo_profile(
     tree's ``grelmicro``: that interpreter needs the jwt extra's dependencies
     (and ``cryptography`` to train the asymmetric algorithms).
 
-    ``platform`` builds the instrumented wheel for that portable target, as
-    the final wheel will be: a profile is keyed by symbol names, which carry
-    cargo's hash of the build (``--target`` included), so counts taken from a
-    native build match almost nothing of a ``--target`` build.
+    The instrumented wheel is this machine's build with its target named
+    (``--target <host triple>``), as every profile-guided wheel is: a
+    profile is keyed by symbol names, which carry cargo's hash of the build,
+    "a named target" included, so counts from a build without ``--target``
+    match almost nothing of a zig-linked ``--target`` wheel. It is linked by
+    the system's linker, not zig (zig cannot link LLVM's profiling runtime:
+    ``__llvm_profile_runtime: unrecognized file extension``); the linker does
+    not enter the names.
     """
     profdata = llvm_profdata(log)
     if profdata is None:
@@ -348,7 +366,7 @@ def pgo_profile(
         log,
         rustflags=f"-Cprofile-generate={counts}",
         target=TARGET / "pgo-instrumented",
-        platform=platform,
+        explicit_target=True,
     )
     site = work / "site"
     _run(
@@ -382,9 +400,8 @@ def _profile(
     key: str,
     inputs: str,
     log: Log,
-    platform: str = "",
 ) -> Path | None:
-    """The PGO profile of ``key`` (trained on ``platform``'s build), once per change."""
+    """The PGO profile of ``key``: trained once per change, shared by every platform's build."""
     work = DIST / "pgo" / key
     profile = work / "merged.profdata"
     stamp = work / ".stamp"
@@ -392,7 +409,7 @@ def _profile(
     if profile.exists() and stamp.exists() and stamp.read_text() == want:
         log(f"PGO 1-2/3: the profile of {key} is up to date, {profile.relative_to(ROOT)}")
         return profile
-    found = pgo_profile(python, source, features, work, log, platform=platform)
+    found = pgo_profile(python, source, features, work, log)
     if found is not None:
         stamp.write_text(want)
     return found
@@ -414,13 +431,12 @@ def build_core_wheel(
     for a profile-guided build (see the module documentation), which an
     interpreter without the jwt extra's dependencies (the training imports
     ``grelmicro.jwt``) gets as a plain build, said in the log. ``platform``
-    (a key of ``PLATFORMS``) links with zig for that portable target. The
-    profile is trained on the build it steers: a native wheel on a native
-    instrumented build, every portable wheel on this machine's own portable
-    target (``host_platform()``, linked by zig like the final wheel). A
-    platform this machine cannot load (musl, the other architecture) gets
-    that profile too, where symbol names differ it steers little (see
-    ``docs/benchmarks.md``, "The release build").
+    (a key of ``PLATFORMS``) links with zig for that portable target. One
+    profile per interpreter, trained on this machine's build with its target
+    named (see ``pgo_profile``), steers the native wheel and the zig-linked
+    one of the same target alike. Another target (musl, the other
+    architecture) has other symbol names: its wheel takes the profile, which
+    matches little of it (``docs/benchmarks.md``, "The release build").
     A profile-guided build is the shipped kind: it never has the test hooks.
     """
     if pgo and TEST_FEATURE in features:
@@ -434,10 +450,7 @@ def build_core_wheel(
         key += "-sdist"
     if pgo:
         key += "-pgo"
-    # The profile of a portable wheel is trained on the portable build
-    # this machine can run (one per interpreter, shared by its platforms).
-    train_on = host_platform() if platform else ""
-    pgo_key = f"{key}-{train_on}" if train_on else key
+    pgo_key = key
     if platform:
         key += f"-{platform}"
     out = DIST / "core" / key
@@ -452,15 +465,7 @@ def build_core_wheel(
         return wheel
     log(f"{key}: building the grelmicro-core wheel from {source}")
     profile = (
-        _profile(
-            python,
-            source,
-            features=features,
-            key=pgo_key,
-            inputs=inputs,
-            log=log,
-            platform=train_on,
-        )
+        _profile(python, source, features=features, key=pgo_key, inputs=inputs, log=log)
         if pgo
         else None
     )
@@ -477,6 +482,7 @@ def build_core_wheel(
             rustflags=f"-Cprofile-use={profile}",
             target=TARGET / "pgo-trained",
             platform=platform,
+            explicit_target=True,
         )
     if not pgo or profile is not None:  # a PGO build that fell back is retried next time
         stamp.write_text(want)
