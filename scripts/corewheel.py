@@ -223,7 +223,6 @@ def _maturin(
     rustflags: str = "",
     target: Path = TARGET,
     platform: str = "",
-    explicit_target: bool = False,
 ) -> Path:
     """``maturin build --release`` into ``out`` (emptied first); the one wheel made.
 
@@ -232,11 +231,6 @@ def _maturin(
 
     With ``platform`` (a key of ``PLATFORMS``) the wheel is linked by zig for
     that target and tagged for it (manylinux2014 = glibc 2.17, musllinux_1_2).
-    With ``explicit_target`` (and no platform) it is this machine's own build
-    with ``--target <host triple>`` named, as a profile-guided build needs:
-    cargo hashes "a named target" into every symbol, so the instrumented
-    build, the native wheel and the zig-linked one agree on the names the
-    profile is keyed by only when each names the target.
     """
     shutil.rmtree(out, ignore_errors=True)
     if platform:
@@ -245,8 +239,6 @@ def _maturin(
         # path would make it ask the host's interpreter, a glibc one).
         interpreter: str | Path = f"python{interpreter_version(python)}"
         zig = ["--zig", "--target", triple, "--compatibility", compat]
-    elif explicit_target:
-        interpreter, zig = python, ["--target", host_triple()]
     else:
         interpreter, zig = python, []
     # A build with the test hooks never ships: Cargo.toml's quicker `hooks` profile.
@@ -313,26 +305,8 @@ def can_train(python: str | Path) -> bool:
     return found.returncode == 0
 
 
-def host_triple() -> str:
-    """This machine's Rust target triple (``rustc -vV``, the pinned toolchain)."""
-    shown = subprocess.run(
-        ["rustc", "-vV"],  # noqa: S607 (rustup's rustc, the toolchain of rust-toolchain.toml)
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    ).stdout
-    return next(
-        line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("host:")
-    )
-
-
 def pgo_profile(
-    python: str | Path,
-    source: Path,
-    features: Sequence[str],
-    work: Path,
-    log: Log,
+    python: str | Path, source: Path, features: Sequence[str], work: Path, log: Log
 ) -> Path | None:
     """The merged profile of ``scripts/pgo_train.py`` run on an instrumented build.
 
@@ -340,15 +314,6 @@ def pgo_profile(
     runs ``python`` with the instrumented core first on its path and this
     tree's ``grelmicro``: that interpreter needs the jwt extra's dependencies
     (and ``cryptography`` to train the asymmetric algorithms).
-
-    The instrumented wheel is this machine's build with its target named
-    (``--target <host triple>``), as every profile-guided wheel is: a
-    profile is keyed by symbol names, which carry cargo's hash of the build,
-    "a named target" included, so counts from a build without ``--target``
-    match almost nothing of a zig-linked ``--target`` wheel. It is linked by
-    the system's linker, not zig (zig cannot link LLVM's profiling runtime:
-    ``__llvm_profile_runtime: unrecognized file extension``); the linker does
-    not enter the names.
     """
     profdata = llvm_profdata(log)
     if profdata is None:
@@ -366,7 +331,6 @@ def pgo_profile(
         log,
         rustflags=f"-Cprofile-generate={counts}",
         target=TARGET / "pgo-instrumented",
-        explicit_target=True,
     )
     site = work / "site"
     _run(
@@ -393,13 +357,7 @@ def pgo_profile(
 
 
 def _profile(
-    python: str | Path,
-    source: Path,
-    *,
-    features: Sequence[str],
-    key: str,
-    inputs: str,
-    log: Log,
+    python: str | Path, source: Path, *, features: Sequence[str], key: str, inputs: str, log: Log
 ) -> Path | None:
     """The PGO profile of ``key``: trained once per change, shared by every platform's build."""
     work = DIST / "pgo" / key
@@ -431,12 +389,10 @@ def build_core_wheel(
     for a profile-guided build (see the module documentation), which an
     interpreter without the jwt extra's dependencies (the training imports
     ``grelmicro.jwt``) gets as a plain build, said in the log. ``platform``
-    (a key of ``PLATFORMS``) links with zig for that portable target. One
-    profile per interpreter, trained on this machine's build with its target
-    named (see ``pgo_profile``), steers the native wheel and the zig-linked
-    one of the same target alike. Another target (musl, the other
-    architecture) has other symbol names: its wheel takes the profile, which
-    matches little of it (``docs/benchmarks.md``, "The release build").
+    (a key of ``PLATFORMS``) links with zig for that portable target; the
+    profile is trained once per interpreter on this machine's own build and
+    used by every platform's (the Rust code is the same; musl wheels cannot
+    be loaded by this machine's glibc interpreter to train them).
     A profile-guided build is the shipped kind: it never has the test hooks.
     """
     if pgo and TEST_FEATURE in features:
@@ -482,7 +438,6 @@ def build_core_wheel(
             rustflags=f"-Cprofile-use={profile}",
             target=TARGET / "pgo-trained",
             platform=platform,
-            explicit_target=True,
         )
     if not pgo or profile is not None:  # a PGO build that fell back is retried next time
         stamp.write_text(want)

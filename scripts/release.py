@@ -20,9 +20,7 @@ and its ``.sha256``, unpacking to one directory that holds
   ``SHA256SUMS``: every file.
 
 The core's profile is trained once per interpreter (``scripts/corewheel.py
---pgo``) on this machine's build with its target named (``--target``:
-cargo hashes that into the symbol names the profile is keyed by, so the
-profile matches the zig-linked wheel), in a venv installed from the
+--pgo``) on this machine's own build, in a venv installed from the
 wheelhouse itself, and used by every platform's build. ``scripts/release.sh``
 runs this with the tools of ``locks/tools.txt`` (installed with
 ``--require-hashes``) and ``nice -n 19``. ``grelmicro`` and ``grelmicro-core``
