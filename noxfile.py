@@ -97,8 +97,14 @@ def dev(session: nox.Session) -> None:
     _setup(session)
 
 
+#: The cargo subcommands that resolve dependencies: run with ``--locked`` (Cargo.lock as committed).
+LOCKED = ("build", "test", "clippy", "run", "doc")
+
+
 def cargo(session: nox.Session, *args: str, cwd: Path = CORE) -> None:
-    """``cargo ARGS`` in ``cwd`` (the core crate unless told)."""
+    """``cargo ARGS`` in ``cwd`` (the core crate unless told); ``--locked`` where it resolves."""
+    if args and args[0] in LOCKED and "--locked" not in args:
+        args = (args[0], "--locked", *args[1:])
     with session.chdir(cwd):
         session.run("cargo", *args)
 

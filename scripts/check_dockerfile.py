@@ -19,7 +19,7 @@ use those variables) run unchanged with bash and this machine's ``python3``;
 ``ARG`` defaults are set, ``RELEASE`` and ``TAG`` given the tarball's name
 and this interpreter's tag. ``COPY`` copies from the context; ``WORKDIR``
 sets where the next commands run. Then the ``CMD`` is started on 127.0.0.1
-with a free port and a ``JWKS_URL`` that nothing answers: ``/health`` must
+with a free port and a ``GRELMICRO_JWT_JWKS_URL`` that nothing answers: ``/health`` must
 answer 200, ``/ready`` 503 (no keys yet), the ``HEALTHCHECK`` command must
 report the service unhealthy, and the library's key-fetch warning must
 reach stderr as a JSON line (``log-config.json``), from a server with two
@@ -152,7 +152,7 @@ def check_tarball() -> Path:
         shutil.copy2(wheel, out / wheel.name)
     if not wheelhouse.download_dependencies(out / core.name, out):
         raise SystemExit(f"the locked dependencies of {tag} could not be downloaded")
-    tarball = release.assemble(out, main, {tag: [out / core.name]}, sbom_listing=None)
+    tarball = release.assemble(out, main, {tag: [out / core.name]}, with_sbom=False)
     log(f"check tarball {tarball.name}: the dev core (not profile-guided), locked dependencies")
     return tarball
 
@@ -302,7 +302,7 @@ def serve(stage: Stage, work: Path) -> None:
     env = dict(
         os.environ,
         **stage.env,
-        JWKS_URL=jwks_url,
+        GRELMICRO_JWT_JWKS_URL=jwks_url,
         GRELMICRO_JWT_AUDIENCE="https://api.example.com",
         GRELMICRO_JWT_ISSUER="https://idp.example.com/",
     )

@@ -252,7 +252,9 @@ def _maturin(
     env = dict(os.environ, CARGO_TARGET_DIR=str(target))
     if rustflags:
         env["RUSTFLAGS"] = " ".join(filter(None, (os.environ.get("RUSTFLAGS", ""), rustflags)))
-    _run(cmd, log, env=env)
+    # From the checkout, whatever the caller's directory: rustup reads the
+    # pinned toolchain from rust-toolchain.toml there; cargo keeps Cargo.lock as is.
+    _run([*cmd, "--locked"], log, env=env, cwd=ROOT)
     wheel = _only_wheel(out)
     if wheel is None:
         raise SystemExit(f"maturin left no single grelmicro-core wheel in {out}")
@@ -272,7 +274,9 @@ def llvm_profdata(log: Log = _log) -> Path | None:
 
     def locate() -> Path:
         def ask(*args: str) -> str:
-            return subprocess.run([rustc, *args], check=True, capture_output=True, text=True).stdout
+            return subprocess.run(
+                [rustc, *args], check=True, capture_output=True, text=True, cwd=ROOT
+            ).stdout
 
         host = next(
             line.split(":", 1)[1].strip()
@@ -476,7 +480,8 @@ def build_grelmicro_dists(python: str | Path, *, log: Log = _log) -> Path:
     if found is None:
         shutil.rmtree(out, ignore_errors=True)
         log("building the grelmicro sdist, then its wheel from the sdist")
-        _run([python, "-m", "build", "-q", "-o", out, ROOT], log)
+        # No isolation: hatchling comes from the caller's hashed lock, not an index.
+        _run([python, "-m", "build", "-q", "--no-isolation", "-o", out, ROOT], log)
         found = sorted(out.glob("grelmicro-*.whl"))
         if len(found) != 1 or not list(out.glob("grelmicro-*.tar.gz")):
             raise SystemExit(f"python -m build left no single grelmicro wheel and sdist in {out}")

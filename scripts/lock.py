@@ -36,6 +36,11 @@ import corewheel
 ROOT = corewheel.ROOT
 LOCKS = ROOT / "locks"
 DEV_REQS = ROOT / "scripts" / "requirements-dev.txt"
+#: The dev venv's lock (pip, hatchling, requirements-dev.txt), for every Python.
+DEV_IN = LOCKS / "dev.in"
+#: The documentation tools (prereqs.sh docs installs their lock into the dev venv).
+DOCS_REQS = ROOT / "docs" / "requirements.txt"
+DOCS_PYTHON = "3.11.7"
 OURS = ("grelmicro", "grelmicro-core")
 #: The extras whose runtime dependencies a release carries (``redis`` only if declared).
 RELEASE_EXTRAS = ("jwt", "fastapi", "otel", "testing", "redis")
@@ -95,7 +100,10 @@ def runtime_in(*, free_threaded: bool = False) -> str:
 
 def uv() -> str:
     """Uv from the release tools' venv (scripts/lock.sh installs it), else PATH."""
-    for candidate in (ROOT / ".venvs" / "release-tools" / "bin" / "uv", shutil.which("uv")):
+    tools = sorted(
+        (ROOT / ".venvs").glob("release-tools-*/bin/uv"), key=lambda p: p.stat().st_mtime
+    )
+    for candidate in (*reversed(tools), shutil.which("uv")):
         if candidate and Path(candidate).exists():
             return str(candidate)
     raise SystemExit("no uv: run bash scripts/lock.sh (it installs locks/tools.txt)")
@@ -117,6 +125,31 @@ def compile_lock(
     return out.read_text()
 
 
+def compile_dev(work: Path) -> str:
+    """``locks/dev.txt``: ``locks/dev.in`` for every supported Python (one universal lock)."""
+    out = work / "dev.txt"
+    cmd = [
+        uv(), "pip", "compile", "-q", "--generate-hashes", "--no-header", "--no-annotate",
+        "--universal", "--python-version", "3.10", "--index-strategy", "first-index",
+        str(DEV_IN), "-o", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return out.read_text()
+
+
+def compile_docs(work: Path) -> str:
+    """``locks/docs.txt``: ``docs/requirements.txt`` for the dev venv, within ``locks/dev.txt``."""
+    out = work / "docs.txt"
+    cmd = [
+        uv(), "pip", "compile", "-q", "--generate-hashes", "--no-header", "--no-annotate",
+        "--python-version", DOCS_PYTHON, "--python-platform", PLATFORM,
+        "--index-strategy", "first-index", "-c", str(LOCKS / "dev.txt"), str(DOCS_REQS),
+        "-o", str(out),
+    ]  # fmt: skip
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return out.read_text()
+
+
 def wanted(work: Path) -> dict[Path, str]:
     """Every lock file's wanted text, compiled into ``work``."""
     files: dict[Path, str] = {}
@@ -132,6 +165,9 @@ def wanted(work: Path) -> dict[Path, str]:
         files[LOCKS / f"{tag}.txt"] = (
             header + f"# CPython {version}{'t' if ft else ''}, Linux.\n" + text
         )
+    files[LOCKS / "dev.txt"] = HEADER.format(source="locks/dev.in") + compile_dev(work)
+    (LOCKS / "dev.txt").write_text(files[LOCKS / "dev.txt"])  # the docs lock is kept within it
+    files[LOCKS / "docs.txt"] = HEADER.format(source="docs/requirements.txt") + compile_docs(work)
     tools = compile_lock(LOCKS / "tools.in", "3.11", constrain=False, out=work / "tools.txt")
     files[LOCKS / "tools.txt"] = HEADER.format(source="locks/tools.in") + tools
     service = compile_lock(
@@ -159,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def pins(text: str, *, python: str = "3.11") -> dict[str, str]:
     """``name -> version`` of a requirements file's pinned lines that apply to ``python``.
 
-    Only the markers the dev requirements use are read: ``python_version < "X.Y"``
-    and ``>= "X.Y"``.
+    Only the markers the dev requirements and uv's universal locks use are
+    read: ``python_version`` (or ``python_full_version``) ``< "X.Y"`` and ``>= "X.Y"``.
     """
     found: dict[str, str] = {}
     want = tuple(int(part) for part in python.split("."))
@@ -168,7 +204,9 @@ def pins(text: str, *, python: str = "3.11") -> dict[str, str]:
         spec, _, marker = line.split("#", 1)[0].partition(";")
         if "==" not in spec or spec.lstrip().startswith("--"):
             continue
-        bound = re.search(r'python_version\s*(<|>=)\s*"(\d+)\.(\d+)"', marker)
+        bound = re.search(
+            r"python(?:_full)?_version\s*(<|>=)\s*[\"'](\d+)\.(\d+)(?:\.\d+)?[\"']", marker
+        )
         if bound is not None:
             limit = (int(bound.group(2)), int(bound.group(3)))
             if (want < limit) != (bound.group(1) == "<"):
@@ -226,6 +264,23 @@ def check() -> int:
             for name, pinned in locked.items()
             if name in dev and dev[name] != pinned
         ]
+    dev_lock = (LOCKS / "dev.txt").read_text() if (LOCKS / "dev.txt").exists() else ""
+    problems += [f"locks/dev.txt: {name} has no hash" for name in unhashed(dev_lock)]
+    for version in ("3.10", "3.11", "3.14"):
+        want = pins(DEV_IN.read_text(), python=version) | pins(DEV_REQS.read_text(), python=version)
+        got = pins(dev_lock, python=version)
+        problems += [
+            f"locks/dev.txt does not pin {name}=={pin} for Python {version}"
+            for name, pin in want.items()
+            if got.get(name) != pin
+        ]
+    docs_lock = (LOCKS / "docs.txt").read_text() if (LOCKS / "docs.txt").exists() else ""
+    problems += [f"locks/docs.txt: {name} has no hash" for name in unhashed(docs_lock)]
+    problems += [
+        f"locks/docs.txt does not pin {name}=={pin}"
+        for name, pin in pins(DOCS_REQS.read_text()).items()
+        if pins(docs_lock).get(name) != pin
+    ]
     service = SERVICE_LOCK.read_text() if SERVICE_LOCK.exists() else ""
     problems += [f"examples/requirements.txt: {name} has no hash" for name in unhashed(service)]
     wanted_service = pins(SERVICE_IN.read_text())

@@ -12,18 +12,21 @@
 #   oidc          node + npm, then oauth2-mock-server (scripts/setup-oidc.sh) oidc
 #   freethreaded  a free-threaded CPython 3.13t ($GRELMICRO_FT_PYTHON, or
 #                 built into /opt/python3.13t by get-freethreaded-python.sh) freethreaded
-#   docs          docs/requirements.txt into .venv; chromium, chromedriver   docs
+#   docs          locks/docs.txt into .venv (hashed); chromium, chromedriver docs
 #   fuzz          cargo-fuzz (pinned)                                        security
 #   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
 #   servers       nginx and redis-server (Debian packages; the tests start
 #                 their own instances on 127.0.0.1, never the system service) unit, security
-#   release       llvm-tools and the musl target (scripts/release.sh; not part of
-#                 the test command: `bash scripts/prereqs.sh release`)
+#   release       the toolchain of rust-toolchain.toml with its llvm-tools and
+#                 targets (scripts/release.sh runs this step; not part of the test command)
+# Rust comes from rust-toolchain.toml (an exact release, its components and
+# targets): rustup reads it in this checkout, which this script works in.
 # Debian packages are installed as root, or through `sudo -n`; without either
 # the step fails and names the packages.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
 ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters servers)
 # Tool pins (noxfile.py checks the same).
 CARGO_FUZZ_VERSION="0.13.2"
@@ -96,8 +99,8 @@ step_docs() {
     local stamp="$ROOT/.venv/.docs-requirements.sha256" want
     want="$(sha256sum "$ROOT/docs/requirements.txt" | cut -d' ' -f1)"
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-        say "docs tools (docs/requirements.txt) into .venv"
-        "$ROOT/.venv/bin/python" -m pip install -q -r "$ROOT/docs/requirements.txt"
+        say "docs tools (docs/requirements.txt, locked by hash in locks/docs.txt) into .venv"
+        "$ROOT/.venv/bin/python" -m pip install -q --require-hashes -r "$ROOT/locks/docs.txt"
         echo "$want" >"$stamp"
     fi
     if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
@@ -166,12 +169,13 @@ step_interpreters() {
 }
 
 step_release() {
-    step_llvm-tools
-    local musl
+    command -v rustup >/dev/null 2>&1 || { echo "prereqs: no rustup: install it (https://rustup.rs), then run this again" >&2; return 1; }
+    local musl tool
     musl="$(uname -m)-unknown-linux-musl"
-    if ! rustup target list --installed | grep -qx "$musl"; then
-        say "rustup target add $musl"
-        rustup target add "$musl"
+    tool="$(rustc --print sysroot 2>/dev/null)/lib/rustlib/$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')/bin/llvm-profdata"
+    if [ ! -x "$tool" ] || ! rustup target list --installed | grep -qx "$musl"; then
+        say "rustup toolchain install (rust-toolchain.toml: $(sed -n 's/^channel = //p' rust-toolchain.toml), llvm-tools, targets)"
+        rustup toolchain install >&2
     fi
 }
 

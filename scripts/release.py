@@ -15,7 +15,8 @@ and its ``.sha256``, unpacking to one directory that holds
   file by hash, ``--no-index --find-links`` the directory itself), so that
   installing is ``pip install --require-hashes -r requirements-cp311.txt``;
 - ``locks/``: the hash locks it was built from; ``sbom.cdx.json``: a
-  CycloneDX SBOM (cyclonedx-bom) listing every wheel with its hash;
+  CycloneDX 1.6 SBOM (scripts/sbom.py): the release as root component, each
+  wheel with its hash and licence, ours as first-party ``pkg:generic`` purls;
   ``SHA256SUMS``: every file.
 
 The core's profile is trained once per interpreter (``scripts/corewheel.py
@@ -31,10 +32,12 @@ are never asked of an index: another project owns those names on PyPI.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
 import platform as host
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +48,7 @@ from pathlib import Path
 
 import corewheel
 import lock
+import sbom
 import wheelhouse
 
 ROOT = corewheel.ROOT
@@ -65,6 +69,62 @@ def _log(message: str) -> None:
 def _run(cmd: Sequence[str | Path], **kwargs: object) -> subprocess.CompletedProcess[str]:
     _log("$ " + " ".join(str(part) for part in cmd))
     return subprocess.run([str(p) for p in cmd], check=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+
+def _version_of(spec: str) -> tuple[str, str] | None:
+    """``python3.12``, ``3.12``, ``3.12.1`` -> ``("3.12", "")``; ``3.13t`` -> ``("3.13", "t")``."""
+    found = re.fullmatch(r"(?:python)?(3\.\d+)(?:\.\d+)?(t?)", spec)
+    return (found[1], found[2]) if found else None
+
+
+def _candidates(spec: str) -> list[str]:
+    """Where ``spec`` may be: itself, then pyenv's installs and ``/opt`` for its version."""
+    if os.sep in spec:
+        return [spec]
+    found = [spec]
+    version = _version_of(spec)
+    if version is not None:
+        minor, ft = version
+        pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        pattern = spec.removeprefix("python") if spec[0].isdigit() else minor
+        installs = [
+            path
+            for path in pyenv.glob(f"{pattern.removesuffix('t')}*/bin/python{minor}{ft}")
+            if path.parent.parent.name.endswith("t") == bool(ft)
+        ]
+        # The newest patch release first.
+        installs.sort(key=lambda p: [int(n) for n in re.findall(r"\d+", p.parent.parent.name)])
+        found += [str(path) for path in reversed(installs)]
+        found.append(f"/opt/python{minor}{ft}/bin/python{minor}{ft}")
+    return found
+
+
+def resolve_python(spec: str) -> str:
+    """The interpreter ``spec`` names, as the path of one that runs; one sentence when none does.
+
+    ``spec`` is a command (``python3.12``), a path, or a version (``3.12``,
+    ``3.12.1``, ``3.13t``). A pyenv shim that is not selected exits 127: the
+    version's own install under pyenv (or ``/opt``) is used instead.
+    """
+    probe = "import sys; print(sys.executable)"
+    why = "not found"
+    for candidate in _candidates(spec):
+        if os.sep in candidate and not os.access(candidate, os.X_OK):
+            continue
+        try:
+            ran = subprocess.run(
+                [candidate, "-c", probe], capture_output=True, text=True, check=False, timeout=60
+            )
+        except OSError:
+            continue
+        if ran.returncode == 0 and ran.stdout.strip():
+            return ran.stdout.strip()
+        lines = (ran.stderr or ran.stdout).strip().splitlines()
+        why = f"exit {ran.returncode}: {lines[0] if lines else 'no output'}"
+    raise SystemExit(
+        f"release: {spec} does not run here ({why}); name one that does: "
+        f"a command on PATH, its full path, or a version pyenv has installed (3.12)"
+    )
 
 
 def sha256(path: Path) -> str:
@@ -203,27 +263,25 @@ def install_lock(tag: str, ours: dict[str, list[Path]], out: Path) -> Path:
     return path
 
 
-def sbom(out: Path, work: Path) -> Path:
-    """``sbom.cdx.json`` (cyclonedx-py): every wheel of ``out``, its version and hashes."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for wheel in sorted(out.glob("*.whl")):
-        name, version = wheel.name.split("-")[:2]
-        grouped.setdefault((wheelhouse.normalize(name), version), []).append(sha256(wheel))
-    listing = work / "sbom-requirements.txt"
-    listing.write_text(
-        "".join(
-            f"{name}=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n"
-            for (name, version), hashes in sorted(grouped.items())
-        )
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH``, else the time of this checkout's commit (a build's one clock)."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return int(os.environ["SOURCE_DATE_EPOCH"])
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"],  # noqa: S607 (git from PATH)
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    path = out / "sbom.cdx.json"
-    _run([TOOLS / "cyclonedx-py", "requirements", "--of", "JSON", "-o", path, listing])
-    text = path.read_text()
-    missing = [w.name for w in out.glob("*.whl") if sha256(w) not in text]
-    if missing:
-        raise SystemExit(f"the SBOM lacks {missing}")
-    components = len(json.loads(text).get("components", []))
-    _log(f"sbom.cdx.json: {components} components, every wheel's SHA-256 in it")
+    return int(found.stdout.strip() or 0)
+
+
+def write_sbom(out: Path) -> Path:
+    """``sbom.cdx.json`` (scripts/sbom.py), checked against the CycloneDX 1.6 schema."""
+    path = sbom.write(out, out.name, corewheel.version(), arch(), source_date_epoch())
+    sbom.validate(path)
+    components = len(json.loads(path.read_text())["components"])
+    _log(f"sbom.cdx.json: the release, {components} wheels, valid CycloneDX {sbom.SPEC_VERSION}")
     return path
 
 
@@ -237,17 +295,28 @@ def sha256sums(out: Path) -> Path:
 
 
 def pack(out: Path) -> Path:
-    """``<out>.tar.gz`` (sorted, owner 0, fixed mtime) and its ``.sha256``; the tarball."""
+    """``<out>.tar.gz`` and its ``.sha256``; the tarball, the same bytes for the same files.
+
+    Members sorted, owner 0 without names, modes 0644 (0755 for directories
+    and executables), every mtime ``SOURCE_DATE_EPOCH``; the gzip header
+    carries that time and no file name. Nothing of the machine, the umask or
+    the hour the files were written gets in.
+    """
     tarball = out.parent / f"{out.name}.tar.gz"
-    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0") or 0)
+    mtime = source_date_epoch()
 
     def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         info.mtime = mtime
+        info.mode = 0o755 if info.isdir() or info.mode & 0o111 else 0o644
         return info
 
-    with tarfile.open(tarball, "w:gz") as tar:
+    with (
+        tarball.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         tar.add(out, arcname=out.name, filter=clean, recursive=False)
         for path in sorted(out.rglob("*")):
             tar.add(
@@ -287,13 +356,13 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
 
 
 def assemble(
-    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, sbom_listing: Path | None
+    out: Path, main_wheel: Path, cores: dict[str, list[Path]], *, with_sbom: bool = True
 ) -> Path:
     """The files beside the wheels in ``out`` (index, locks, install locks, SBOM, sums); packed.
 
-    ``cores`` maps an interpreter tag to its core wheels in ``out``; the SBOM
-    is written when ``sbom_listing`` names a scratch directory (cyclonedx-py
-    is one of the release's tools).
+    ``cores`` maps an interpreter tag to its core wheels in ``out``;
+    ``with_sbom`` writes and validates the SBOM (its schema check needs
+    cyclonedx-python-lib, one of the release's tools).
     """
     wheelhouse.write_index(out)
     (out / "locks").mkdir(exist_ok=True)
@@ -301,8 +370,8 @@ def assemble(
         shutil.copy2(LOCKS / path, out / "locks" / path)
     for tag, wheels in cores.items():
         install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}, out)
-    if sbom_listing is not None:
-        sbom(out, sbom_listing)
+    if with_sbom:
+        write_sbom(out)
     sha256sums(out)
     return pack(out)
 
@@ -324,9 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(
                 f"unknown platform {platform} (known: {', '.join(corewheel.PLATFORMS)})"
             )
+    pythons = [resolve_python(spec) for spec in args.pythons]
     if corewheel.llvm_profdata(_log) is None:
         raise SystemExit("a release is profile-guided: `bash scripts/prereqs.sh release` first")
-    tags = {python: corewheel.interpreter_tag(python) for python in args.pythons}
+    tags = {python: corewheel.interpreter_tag(python) for python in pythons}
     for python, tag in tags.items():
         if not (LOCKS / f"{tag}.txt").exists():
             raise SystemExit(
@@ -341,13 +411,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"dependency from locks/; about {minutes} min on 2 shared cores "
         f"(~{MINUTES_PER_INTERPRETER} min per interpreter, less when dist/core is up to date)"
     )
+    # One clock for every archive of the build (hatchling, maturin, wheel, the tarball).
+    os.environ["SOURCE_DATE_EPOCH"] = str(source_date_epoch())
     started = time.monotonic()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     main_wheel = corewheel.build_grelmicro_dists(sys.executable, log=_log)
     shutil.copy2(main_wheel, out / main_wheel.name)
     cores = {tag: build_cores(python, tag, platforms, out) for python, tag in tags.items()}
-    tarball = assemble(out, main_wheel, cores, sbom_listing=args.out.resolve())
+    tarball = assemble(out, main_wheel, cores, with_sbom=True)
     size = tarball.stat().st_size / 1e6
     _log(f"{tarball} ({size:.1f} MB) in {(time.monotonic() - started) / 60:.1f} min")
     print(tarball)

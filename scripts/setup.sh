@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment from a fresh clone: a virtualenv (.venv)
-# with the tools of scripts/requirements-dev.txt (nox included), the core wheel
+# with the tools of scripts/requirements-dev.txt (nox included; installed from
+# locks/dev.txt with --require-hashes, pip itself included), the core wheel
 # built from THIS tree for it and installed (never resolved from a package
 # index: a different project owns the names there), then grelmicro installed
 # from this tree (editable). Idempotent and quick when nothing changed (the
@@ -11,7 +12,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-$ROOT/.venv}"
-REQS="$ROOT/scripts/requirements-dev.txt"
+REQS="$ROOT/locks/dev.txt"
 
 log() { printf '\n=== %s\n' "$*"; }
 
@@ -25,8 +26,7 @@ STAMP="$VENV/.requirements-dev.sha256"
 want="$(sha256sum "$REQS" | cut -d' ' -f1)"
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
     log "installing build and test tools"
-    "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -r "$REQS"
+    "$PY" -m pip install -q --disable-pip-version-check --require-hashes -r "$REQS"
     echo "$want" >"$STAMP"
 fi
 [ "${1:-}" = "--tools" ] && exit 0
@@ -35,4 +35,5 @@ log "the grelmicro-core wheel for this venv (with the test hooks), built from th
 WHEEL="$("$PY" "$ROOT/scripts/corewheel.py" "$PY" --install --test-hooks)"
 
 log "installing grelmicro[jwt] from this tree"
-"$PY" -m pip install -q --find-links "$(dirname "$WHEEL")" -e "$ROOT[jwt]"
+# Offline and without build isolation: its dependencies and hatchling came from the lock.
+"$PY" -m pip install -q --no-index --no-build-isolation --find-links "$(dirname "$WHEEL")" -e "$ROOT[jwt]"

@@ -45,6 +45,7 @@ for how in find-links index-url; do
     fi
     # No Rust, and no index, find-links or proxy settings from the caller's
     # environment or the machine's pip configuration.
+    # check_pins: "${source[@]}" is --no-index --find-links, or the wheelhouse's own file:// index
     env -i PATH=/usr/bin:/bin HOME="$WORK" PIP_CONFIG_FILE=/dev/null "$venv/bin/python" -m pip install -q \
         --disable-pip-version-check "${source[@]}" "grelmicro[jwt]"
     (cd "$WORK" && env -i PATH=/usr/bin:/bin "$venv/bin/python" check.py "$how")

@@ -76,7 +76,8 @@ def test_uvicorn_with_the_config_writes_the_librarys_warning_as_a_json_line() ->
     pytest.importorskip("fastapi")
     env = dict(
         os.environ,
-        JWKS_URL=f"https://127.0.0.1:{free_port()}/jwks.json",  # nothing listens there
+        # Nothing listens there.
+        GRELMICRO_JWT_JWKS_URL=f"https://127.0.0.1:{free_port()}/jwks.json",
         GRELMICRO_JWT_AUDIENCE="https://api.example.com",
         GRELMICRO_JWT_ISSUER="https://idp.example.com/",
     )
@@ -108,5 +109,5 @@ def test_uvicorn_with_the_config_writes_the_librarys_warning_as_a_json_line() ->
     assert failed[0]["level"] == "WARNING"
     assert failed[0]["logger"] == "grelmicro.jwt"
     assert failed[0]["pid"] == server.pid
-    assert failed[0]["jwt_source"] == env["JWKS_URL"]
+    assert failed[0]["jwt_source"] == env["GRELMICRO_JWT_JWKS_URL"]
     assert any(str(record["logger"]).startswith("uvicorn") for record in seen)

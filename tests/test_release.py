@@ -8,8 +8,10 @@ what a stale lock or a wrong rule would only show at release time.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,117 @@ def test_release_sh_without_interpreters_prints_its_usage_and_builds_nothing() -
     assert done.returncode == 2
     assert "usage: bash scripts/release.sh" in done.stderr
     assert "never picks interpreters" in done.stderr
+
+
+def _shim(directory: Path, name: str) -> None:
+    """A pyenv-like shim: the version is not selected, so it exits 127."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / name
+    shim.write_text(f'#!/bin/sh\necho "pyenv: {name}: command not found" >&2\nexit 127\n')
+    shim.chmod(0o755)
+
+
+def test_an_unselected_pyenv_shim_falls_back_to_the_version_pyenv_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _shim(tmp_path / "shims", "python3.77")
+    install = tmp_path / "pyenv" / "versions" / "3.77.2" / "bin"
+    install.mkdir(parents=True)
+    (install / "python3.77").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shims'}:{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+
+    for spec in ("python3.77", "3.77", "3.77.2", str(install / "python3.77")):
+        assert release.resolve_python(spec) == str(install / "python3.77"), spec
+
+
+def test_an_interpreter_that_cannot_run_stops_the_release_in_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _shim(tmp_path / "shims", "python3.77")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'shims'}:{os.environ['PATH']}")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+
+    with pytest.raises(SystemExit) as stopped:
+        release.main(["python3.77"])
+
+    message = str(stopped.value)
+    assert message.startswith("release: python3.77 does not run here (exit 127: pyenv:")
+    assert "\n" not in message
+    assert "full path" in message
+
+
+def test_release_sh_installs_its_own_prerequisites_first() -> None:
+    text = (SCRIPTS / "release.sh").read_text()
+    assert text.index('prereqs.sh" release') < text.index('"$ROOT/scripts/release.py"')
+    readme = (ROOT / "README.md").read_text()
+    assert "bash scripts/release.sh python3.12" in readme
+
+
+def _tree(tmp_path: Path) -> Path:
+    """The files release-check.sh reads, copied into a scratch tree."""
+    for path in (
+        "scripts/release-check.sh",
+        "pyproject.toml",
+        "grelmicro-core/pyproject.toml",
+        "grelmicro-core/Cargo.toml",
+        "CHANGELOG.md",
+    ):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text((ROOT / path).read_text())
+    return tmp_path
+
+
+def _check(tree: Path, tag: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(tree / "scripts" / "release-check.sh"), tag],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_release_check_enforces_the_version_rule_of_both_distributions(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    main, core = corewheel.version(), corewheel.core_version()
+    assert _check(tree, f"grelmicro-v{main}").stdout == "package=grelmicro\n"
+    assert _check(tree, f"grelmicro-core-v{core}").stdout == "package=grelmicro-core\n"
+    assert _check(tree, f"grelmicro-v{main.removesuffix('+jwt')}").returncode == 1
+
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"grelmicro-core=={core}", "grelmicro-core"))
+    stopped = _check(tree, f"grelmicro-v{main}")
+    assert stopped.returncode == 1
+    assert f"does not pin grelmicro-core=={core}" in stopped.stderr
+
+    pyproject.write_text((ROOT / "pyproject.toml").read_text().replace(main, "0.91.0"))
+    stopped = _check(tree, "grelmicro-v0.91.0")
+    assert "grelmicro 0.91.0 is not MAJOR.MINOR.PATCH+jwt" in stopped.stderr
+
+
+def test_the_tarball_is_the_same_bytes_whatever_the_files_times_and_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    sums = []
+    for attempt, (mode, when) in enumerate([(0o600, 1), (0o664, 2_000_000_000)]):
+        out = tmp_path / str(attempt) / "grelmicro-0.90.0-jwt-linux-x86_64"
+        (out / "simple").mkdir(parents=True)
+        for name in ("b.whl", "a.whl", "simple/index.html"):
+            (out / name).write_text(name)
+            (out / name).chmod(mode)
+            os.utime(out / name, (when, when))
+        sums.append(release.sha256(release.pack(out)))
+
+    assert sums[0] == sums[1]
+    with tarfile.open(tmp_path / "0" / "grelmicro-0.90.0-jwt-linux-x86_64.tar.gz") as tar:
+        members = tar.getmembers()
+    assert [m.name.split("/", 1)[-1] for m in members[1:]] == [
+        "a.whl",
+        "b.whl",
+        "simple",
+        "simple/index.html",
+    ]
+    assert {(m.mode, m.mtime, m.uid, m.uname) for m in members if m.isfile()} == {
+        (0o644, 1_700_000_000, 0, "")
+    }

@@ -186,9 +186,10 @@ class KeyState:
         self._emit(
             "keys.loaded" if held is None else "keys.refreshed",
             level,
-            "JWKS %s: %d keys (%d new, %d withdrawn), kept for %.0f s%s",
+            "JWKS %s: %d key%s (%d new, %d withdrawn), kept for %.0f s%s",
             self.name,
             len(kids),
+            "" if len(kids) == 1 else "s",
             len(kids - before),
             len(before - kids),
             ttl,
