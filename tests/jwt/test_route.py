@@ -60,18 +60,13 @@ def server() -> Iterator[DocumentServer]:
     server.stop()
 
 
-class Mono:
-    """A fake monotonic clock (key timing only)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+def Mono() -> FakeClock:
+    """A fake monotonic clock (key timing only), at 1000 s."""
+    return FakeClock(1000.0)
 
 
 def verifier_over(
-    server: DocumentServer, mono: Mono, *, options: FetchOptions = FAST, **kw: Any
+    server: DocumentServer, mono: FakeClock, *, options: FetchOptions = FAST, **kw: Any
 ) -> JWTVerifier:
     return JWTVerifier(
         jwks_url=server.url(JWKS),
@@ -93,6 +88,24 @@ def load(verifier: JWTVerifier) -> None:
     """The first keys, fetched now and waited for (whatever the key_wait)."""
     wait = only_source(verifier).need("keys")
     assert wait.flight.done.wait(30)
+
+
+def held_then_gated(
+    server: DocumentServer, k1: Signer, k2: Signer, options: FetchOptions
+) -> tuple[JWTVerifier, threading.Event, FakeClock]:
+    """k1's keys loaded and serving; then k2 published behind a gate (the fetch hangs).
+
+    The fake clock moves past the keys' fetch: a k2 token arrives after it.
+    """
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    mono = Mono()
+    verifier = verifier_over(server, mono, options=options)
+    load(verifier)
+    assert verifier.verify(mint(k1))["sub"] == "user-1"
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
+    mono.now += 2
+    return verifier, gate, mono
 
 
 def landed(verifier: JWTVerifier) -> None:
@@ -312,14 +325,7 @@ def test_a_slow_provider_answers_503_within_key_wait_and_the_next_request_is_ser
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """A request waited up to four back-to-back fetches (p50 18 s), then 503 anyway."""
-    server.set(JWKS, jwks_of(k1), headers=KEEP)
-    mono = Mono()
-    verifier = verifier_over(server, mono, options=dataclasses.replace(FAST, key_wait=0))
-    load(verifier)
-    assert verifier.verify(mint(k1))["sub"] == "user-1"
-    gate = threading.Event()
-    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
-    mono.now += 2
+    verifier, gate, _ = held_then_gated(server, k1, k2, dataclasses.replace(FAST, key_wait=0))
     with pytest.raises(KeysUnavailableError) as caught:
         verifier.verify(mint(k2))
     assert caught.value.wait == "fetch-in-flight"
@@ -336,14 +342,8 @@ def test_the_requests_waiting_for_keys_are_bounded(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """750 requests parked while the provider timed out (RSS 55 -> 95 MiB)."""
-    server.set(JWKS, jwks_of(k1), headers=KEEP)
     options = dataclasses.replace(FAST, key_wait=30, max_waiters=2)
-    mono = Mono()
-    verifier = verifier_over(server, mono, options=options)
-    assert verifier.verify(mint(k1))["sub"] == "user-1"
-    gate = threading.Event()
-    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
-    mono.now += 2
+    verifier, gate, _ = held_then_gated(server, k1, k2, options)
     source = only_source(verifier)
     answers: list[Any] = []
 
@@ -370,14 +370,8 @@ def test_a_flight_past_its_deadline_is_replaced(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """need() joined any registered flight, whatever its age."""
-    server.set(JWKS, jwks_of(k1), headers=KEEP)
-    mono = Mono()
-    verifier = verifier_over(server, mono, options=dataclasses.replace(FAST, key_wait=0))
-    load(verifier)
-    assert verifier.verify(mint(k1))["sub"] == "user-1"
-    mono.now += 2
-    hung = threading.Event()  # never set: this answer never comes (until the server stops)
-    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=hung)
+    # The gate is never opened: that answer never comes (until the server stops).
+    verifier, _, mono = held_then_gated(server, k1, k2, dataclasses.replace(FAST, key_wait=0))
     with pytest.raises(KeysUnavailableError):
         verifier.verify(mint(k2))
     stuck = only_source(verifier).in_flight()
