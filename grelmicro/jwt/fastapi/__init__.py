@@ -45,7 +45,12 @@ tokens), ``_presentation`` (reading the credentials), ``_challenges``
 from grelmicro.jwt.errors import REASONS, TokenRejectedError
 from grelmicro.jwt.fastapi._app import check_routes
 from grelmicro.jwt.fastapi._bearer import JWTBearer
-from grelmicro.jwt.fastapi._bindings import Binding, CertificateBinding, certificate_thumbprint
+from grelmicro.jwt.fastapi._bindings import (
+    Binding,
+    BoundRequest,
+    CertificateBinding,
+    certificate_thumbprint,
+)
 from grelmicro.jwt.fastapi._challenges import BearerError, problem_response
 from grelmicro.jwt.fastapi._dpop import DPoPBearer, DPoPBinding
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation
@@ -55,6 +60,7 @@ __all__ = [
     "SUBPROTOCOL",
     "BearerError",
     "Binding",
+    "BoundRequest",
     "CertificateBinding",
     "DPoPBearer",
     "DPoPBinding",

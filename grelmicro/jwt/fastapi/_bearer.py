@@ -49,7 +49,7 @@ from grelmicro.jwt.errors import (
     TokenRejectedError,
 )
 from grelmicro.jwt.fastapi import _app
-from grelmicro.jwt.fastapi._bindings import Binding
+from grelmicro.jwt.fastapi._bindings import Binding, BoundRequest
 from grelmicro.jwt.fastapi._challenges import bearer_challenges
 from grelmicro.jwt.fastapi._presentation import SUBPROTOCOL, Presentation, read_credentials
 from grelmicro.jwt.otel import answered
@@ -261,8 +261,10 @@ class JWTBearer(SecurityBase):
             bound = confirmation(claims)
         except BindingError as exc:
             raise self.challenges.invalid_token(exc.reason, presentation.scheme) from None
-        for binding in self.bindings:
-            await binding.check_async(connection, presentation, claims, bound, self.challenges)
+        if self.bindings:
+            request = BoundRequest(connection, presentation, claims, bound, self.challenges)
+            for binding in self.bindings:
+                await binding.check_async(request)
         if bound is UNBOUND:
             return
         refused = bound.unchecked(self._checked)

@@ -22,6 +22,7 @@ import ipaddress
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 from urllib.parse import unquote
 
@@ -34,7 +35,24 @@ from grelmicro.jwt.errors import CertificateBindingError, ConfigurationError
 from grelmicro.jwt.fastapi._challenges import Challenges
 from grelmicro.jwt.fastapi._presentation import Presentation
 
-__all__ = ["Binding", "CertificateBinding", "certificate_thumbprint"]
+__all__ = ["Binding", "BoundRequest", "CertificateBinding", "certificate_thumbprint"]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundRequest:
+    """What a :class:`Binding` checks: a request whose token verified, and its ``cnf``.
+
+    ``connection`` is the request, ``presentation`` what its client presented
+    (scheme, token, proof, certificate), ``claims`` the verified token,
+    ``bound`` its confirmation, and ``challenges`` the answers a binding
+    raises to refuse it.
+    """
+
+    connection: HTTPConnection
+    presentation: Presentation
+    claims: Claims
+    bound: Confirmation
+    challenges: Challenges
 
 
 class Binding:
@@ -62,27 +80,13 @@ class Binding:
         """``presentation`` with what this binding needs from the request added."""
         return presentation
 
-    def check(
-        self,
-        connection: HTTPConnection,
-        presentation: Presentation,
-        claims: Claims,
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> None:
+    def check(self, request: BoundRequest) -> None:
         """Refuse (raise a :class:`~grelmicro.jwt.fastapi.BearerError`) what does not fit."""
         raise NotImplementedError
 
-    async def check_async(
-        self,
-        connection: HTTPConnection,
-        presentation: Presentation,
-        claims: Claims,
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> None:
+    async def check_async(self, request: BoundRequest) -> None:
         """:meth:`check`, as the dependency calls it (a binding doing I/O awaits it here)."""
-        self.check(connection, presentation, claims, bound, challenges)
+        self.check(request)
 
 
 def certificate_thumbprint(der: bytes) -> str:
@@ -451,16 +455,10 @@ class CertificateBinding(Binding):
             raise _UnusableHeaderError
         return header
 
-    def check(
-        self,
-        connection: HTTPConnection,  # noqa: ARG002
-        presentation: Presentation,
-        claims: Claims,  # noqa: ARG002
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> None:
+    def check(self, request: BoundRequest) -> None:
         """``cnf.x5t#S256`` is the thumbprint of the client certificate, or the token is refused."""
-        expected = bound.x5t_s256
+        presentation, challenges = request.presentation, request.challenges
+        expected = request.bound.x5t_s256
         if expected is None:
             if self.required:
                 raise challenges.invalid_token(CertificateBindingError.reason, presentation.scheme)

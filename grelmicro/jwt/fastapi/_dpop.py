@@ -58,7 +58,7 @@ from starlette.types import Scope
 from grelmicro.jwt._calls import run_async, run_sync
 from grelmicro.jwt._claims import Claims
 from grelmicro.jwt._config import check_flags
-from grelmicro.jwt._confirmation import JKT, Confirmation
+from grelmicro.jwt._confirmation import JKT
 from grelmicro.jwt._core import normalize_htu
 from grelmicro.jwt._dpop import DPoPRequest, DPoPSteps, DPoPVerifier
 from grelmicro.jwt._verifier import JWTVerifier
@@ -70,7 +70,7 @@ from grelmicro.jwt.errors import (
     DPoPReplayError,
 )
 from grelmicro.jwt.fastapi._bearer import JWTBearer
-from grelmicro.jwt.fastapi._bindings import Binding
+from grelmicro.jwt.fastapi._bindings import Binding, BoundRequest
 from grelmicro.jwt.fastapi._presentation import Presentation
 from grelmicro.jwt.otel import Reporter, dpop_checked, dpop_reporter
 
@@ -197,45 +197,23 @@ class DPoPBinding(Binding):
             url = "http" + url[2:]
         return url
 
-    def check(
-        self,
-        connection: HTTPConnection,
-        presentation: Presentation,
-        claims: Claims,
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> None:
+    def check(self, request: BoundRequest) -> None:
         """The DPoP proof, and the token's binding to its key (RFC 9449 §4.3, §7)."""
-        steps = self._steps(connection, presentation, claims, bound, challenges)
-        run_sync(steps, self.dpop._record)
+        run_sync(self._steps(request), self.dpop._record)
 
-    async def check_async(
-        self,
-        connection: HTTPConnection,
-        presentation: Presentation,
-        claims: Claims,
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> None:
+    async def check_async(self, request: BoundRequest) -> None:
         """:meth:`check`, awaiting a replay store that has ``record_async`` (a shared one)."""
-        steps = self._steps(connection, presentation, claims, bound, challenges)
-        await run_async(steps, self.dpop._record_async)
+        await run_async(self._steps(request), self.dpop._record_async)
 
-    def _steps(
-        self,
-        connection: HTTPConnection,
-        presentation: Presentation,
-        claims: Claims,
-        bound: Confirmation,
-        challenges: Challenges,
-    ) -> DPoPSteps:
+    def _steps(self, request: BoundRequest) -> DPoPSteps:
         """The check as steps: :meth:`DPoPVerifier._steps`, its refusals answered."""
+        presentation, challenges = request.presentation, request.challenges
         scheme = presentation.scheme
-        if scheme != DPOP and self.dpop.mode != "required" and bound.jkt is None:
+        if scheme != DPOP and self.dpop.mode != "required" and request.bound.jkt is None:
             return  # a plain bearer token where bearer tokens are accepted
         try:
             yield from self.dpop._steps(
-                **self._arguments(connection, presentation, claims, challenges)
+                **self._arguments(request.connection, presentation, request.claims, challenges)
             )
         except (DPoPProofError, DPoPReplayError, DPoPBindingError) as exc:
             raise self._refused(challenges, exc) from None
