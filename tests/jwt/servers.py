@@ -291,9 +291,13 @@ def jwks_of(*keys: Signer) -> dict[str, Any]:
 class Running:
     """A uvicorn server running ``app`` in a thread, on 127.0.0.1 and an ephemeral port."""
 
-    def __init__(self, app: Any) -> None:
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.listener.bind(("127.0.0.1", 0))
+    def __init__(self, app: Any, listener: socket.socket | None = None) -> None:
+        # ``listener``: a socket already bound, when its port had to be known
+        # before the app could be built (a redirect URI registered with a provider).
+        if listener is None:
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.bind(("127.0.0.1", 0))
+        self.listener = listener
         # Accepted connections inherit TCP_NODELAY from the listener; without it
         # every response waits ~40 ms on Nagle + delayed ACK (uvicorn sets it only
         # on sockets it creates itself).
