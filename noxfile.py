@@ -294,7 +294,7 @@ def unit(session: nox.Session) -> None:
 
 
 def require_oidc_packages(session: nox.Session) -> None:
-    """node and the npm packages of tests/oidc at their locked versions (`prereqs.sh oidc`)."""
+    """Node and the npm packages of tests/oidc at their locked versions (`prereqs.sh oidc`)."""
     require_tools(session, "oidc", "node")
     for package in OIDC_PACKAGES:
         present = (OIDC_MODULES / package).is_dir()

@@ -72,34 +72,34 @@ if shutil.which("node") is None or not Path(CHROMIUM).exists():
     )
 
 
-
 @dataclass(frozen=True)
 class Shape:
-    """One provider's shape: what the app is told and what the tokens carry."""
+    """One provider's shape: what the app is told and what its tokens carry."""
 
     name: str
-    tenant: str | None
+    tenant: str | None  # Entra ID's shape when set
     resource: str  # the API, as the provider's resource indicator
     audience: str  # the token's aud
-    read: str  # the scope a route checks (as the token carries it)
+    prefix: str  # before a scope's short name in the authorize request
+    read: str  # the short scope names, as the token carries them and routes check them
     write: str
-    request: dict[str, str]  # scope of the authorize request -> its short name
+
+    def asked(self, short: str) -> str:
+        """The scope name of the authorize request."""
+        return self.prefix + short
 
     def login(self, origin: str) -> SwaggerLogin:
-        descriptions = {"read": "Read orders", "write": "Place orders"}
+        """The docs recipe's login for this provider, served at ``origin``."""
+        scopes = {self.read: "Read orders", self.write: "Place orders"}
         if self.tenant is not None:
             return SwaggerLogin.entra(
-                self.tenant,
-                client_id=CLIENT_ID,
-                api=self.resource,
-                scopes={self.read: descriptions["read"], self.write: descriptions["write"]},
-                authority=origin,
+                self.tenant, client_id=CLIENT_ID, api=self.resource, scopes=scopes, authority=origin
             )
         return SwaggerLogin(
             authorization_url=f"{origin}/auth",
             token_url=f"{origin}/token",
             client_id=CLIENT_ID,
-            scopes={self.read: descriptions["read"], self.write: descriptions["write"]},
+            scopes=scopes,
         )
 
 
@@ -108,21 +108,18 @@ GENERIC = Shape(
     tenant=None,
     resource="https://orders.example",
     audience="https://orders.example",
+    prefix="",
     read="orders:read",
     write="orders:write",
-    request={"orders:read": "orders:read", "orders:write": "orders:write"},
 )
 ENTRA = Shape(
     name="entra",
     tenant=TENANT,
-    resource="api://orders-api",
-    audience="6e74c1c0-1f2b-4c3d-8e9f-0a1b2c3d4e5f",  # the API's application (client) id
+    resource="api://orders-api",  # the API's Application ID URI
+    audience="6e74c1c0-1f2b-4c3d-8e9f-0a1b2c3d4e5f",  # its application (client) id: v2 tokens
+    prefix="api://orders-api/",
     read="Orders.Read",
     write="Orders.Write",
-    request={
-        "api://orders-api/Orders.Read": "Orders.Read",
-        "api://orders-api/Orders.Write": "Orders.Write",
-    },
 )
 
 
@@ -137,7 +134,7 @@ class LoginProvider:
             "redirectUri": redirect_uri,
             "resource": shape.resource,
             "audience": shape.audience,
-            "scopes": list(shape.request),
+            "scopes": [shape.asked(shape.read), shape.asked(shape.write)],
             "tenant": shape.tenant,
         }
         self.process = subprocess.Popen(
@@ -190,7 +187,7 @@ def orders_app(shape: Shape, provider: LoginProvider) -> FastAPI:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[sync_api.Browser]:
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -201,6 +198,8 @@ def browser() -> Iterator[Any]:
 
 @dataclass
 class Served:
+    """The app on 127.0.0.1 and the provider its login goes to."""
+
     shape: Shape
     provider: LoginProvider
     url: str
@@ -209,6 +208,7 @@ class Served:
 @pytest.fixture(params=[GENERIC, ENTRA], ids=lambda shape: shape.name)
 def served(request: pytest.FixtureRequest) -> Iterator[Served]:
     shape: Shape = request.param
+    # The app's port first: the provider registers its redirect URI.
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -225,19 +225,58 @@ def served(request: pytest.FixtureRequest) -> Iterator[Served]:
         provider.stop()
 
 
-def swagger_file(route: Any) -> None:
+def swagger_file(route: sync_api.Route) -> None:
     """Answer the browser: Swagger UI from the npm package, 127.0.0.1 as is, nothing else."""
     url = route.request.url
     if url.startswith(CDN):
         name = urlsplit(url).path.rsplit("/", 1)[-1]
-        types = {"js": "text/javascript", "css": "text/css"}
-        route.fulfill(
-            path=str(SWAGGER_DIST / name), content_type=types[name.rsplit(".", 1)[-1]]
-        )
+        kind = {"js": "text/javascript", "css": "text/css"}[name.rsplit(".", 1)[-1]]
+        route.fulfill(path=str(SWAGGER_DIST / name), content_type=kind)
     elif urlsplit(url).hostname == "127.0.0.1":
         route.continue_()
     else:
         route.abort()
+
+
+def sign_in(page: sync_api.Page, shape: Shape, token_url: str) -> str:
+    """Authorize with the read scope only, sign in at the provider; the access token."""
+    page.locator("button.authorize").first.click()
+    dialog = page.locator(".modal-ux")
+    # Both scopes are ticked when the dialog opens (init_oauth): untick the write scope.
+    write = dialog.locator(f'input[data-value="{shape.asked(shape.write)}"]')
+    dialog.locator(f'label[for="{write.get_attribute("id")}"]').click()
+    assert not write.is_checked()
+    with page.expect_popup() as opened:
+        dialog.get_by_role("button", name="Apply given OAuth2 credentials").click()
+    popup = opened.value
+    popup.fill('input[name="login"]', "alice")
+    popup.fill('input[name="password"]', "any password")
+    with page.expect_response(token_url) as exchanged:
+        popup.click('button[type="submit"]')  # Sign-in
+        popup.click('button[type="submit"]')  # the consent page: Continue
+    # The popup went back through /docs/oauth2-redirect and closed; the page then
+    # fetched the token (a CORS request to the provider) and shows the login done.
+    assert exchanged.value.status == 200
+    token: str = exchanged.value.json()["access_token"]
+    dialog.get_by_role("button", name="Remove authorization").wait_for()
+    dialog.locator("button.btn-done").click()
+    return token
+
+
+def try_it_out(page: sync_api.Page, url: str, method: str) -> tuple[str, int, Any]:
+    """Try it out -> Execute on ``method /orders``: the Authorization sent, status, body."""
+    block = page.locator(f".opblock-{method.lower()}").filter(has_text="/orders")
+    block.locator(".opblock-summary").click()
+    block.get_by_role("button", name="Try it out").click()
+    with page.expect_response(
+        lambda answer: answer.url == f"{url}/orders" and answer.request.method == method
+    ) as answered:
+        block.get_by_role("button", name="Execute").click()
+    answer = answered.value
+    # What the page shows is what the server answered.
+    shown = block.locator(".live-responses-table .response .response-col_status")
+    assert shown.inner_text().split()[0] == str(answer.status)
+    return answer.request.headers["authorization"], answer.status, answer.json()
 
 
 def payload_of(token: str) -> dict[str, Any]:
@@ -248,80 +287,52 @@ def payload_of(token: str) -> dict[str, Any]:
 
 
 def test_authorize_logs_in_with_pkce_and_the_token_opens_the_route(
-    browser: Any, served: Served
+    browser: sync_api.Browser, served: Served
 ) -> None:
     shape = served.shape
     login = shape.login(served.provider.origin)
     context = browser.new_context()
     context.set_default_timeout(STEP_MS)
     context.route("**/*", swagger_file)
-    sent: list[Any] = []
-    context.on("request", lambda request: sent.append(request))
+    sent: list[sync_api.Request] = []
+
+    def keep(request: sync_api.Request) -> None:  # Playwright takes no builtin method
+        sent.append(request)
+
+    context.on("request", keep)
     try:
         page = context.new_page()
         page.goto(f"{served.url}/docs")
-        page.locator("button.authorize").first.click()
-        dialog = page.locator(".modal-ux")
-        full_read = next(name for name, short in shape.request.items() if short == shape.read)
-        full_write = next(name for name, short in shape.request.items() if short == shape.write)
-        # Both ticked at first (init_oauth); the user keeps only the read scope.
-        write_box = dialog.locator(f'input[data-value="{full_write}"]')
-        dialog.locator(f'label[for="{write_box.get_attribute("id")}"]').click()
-        assert not write_box.is_checked()
-        with page.expect_popup() as opened:
-            dialog.get_by_role("button", name="Apply given OAuth2 credentials").click()
-        popup = opened.value
-        popup.fill('input[name="login"]', "alice")
-        popup.fill('input[name="password"]', "any password")
-        with page.expect_response(lambda r: r.url == login.token_url) as token_answer:
-            popup.click('button[type="submit"]')  # sign in
-            popup.click('button[type="submit"]')  # the consent page: Continue
-        assert token_answer.value.status == 200
-        token = token_answer.value.json()["access_token"]
-        dialog.get_by_role("button", name="Remove authorization").wait_for()
-        dialog.locator("button.btn-done").click()
-
-        def execute(method: str) -> Any:
-            block = page.locator(f".opblock-{method.lower()}").filter(has_text="/orders")
-            block.locator(".opblock-summary").click()
-            block.get_by_role("button", name="Try it out").click()
-            with page.expect_response(
-                lambda r: r.url == f"{served.url}/orders" and r.request.method == method
-            ) as answer:
-                block.get_by_role("button", name="Execute").click()
-            # What the page shows is what the server answered.
-            shown = block.locator(".live-responses-table .response .response-col_status")
-            assert shown.inner_text().split()[0] == str(answer.value.status)
-            return answer.value.request.headers["authorization"], answer.value.status, answer.value.json()
-
-        read = execute("GET")
-        write = execute("POST")
+        token = sign_in(page, shape, login.token_url)
+        read = try_it_out(page, served.url, "GET")
+        write = try_it_out(page, served.url, "POST")
     finally:
         context.close()
 
-    authorize = next(r for r in sent if r.url.startswith(login.authorization_url + "?"))
-    asked = {k: v[0] for k, v in parse_qs(urlsplit(authorize.url).query).items()}
+    # The authorize request: PKCE with S256, the full name of the one scope ticked.
+    [authorize] = [r for r in sent if r.url.startswith(login.authorization_url + "?")]
+    asked = {name: values[0] for name, values in parse_qs(urlsplit(authorize.url).query).items()}
     assert asked["code_challenge_method"] == "S256"
-    assert asked["scope"] == full_read
+    assert asked["scope"] == shape.asked(shape.read)
     assert asked["client_id"] == CLIENT_ID
     assert asked["response_type"] == "code"
-    exchange = next(r for r in sent if r.url == login.token_url and r.method == "POST")
-    form = {k: v[0] for k, v in parse_qs(exchange.post_data).items()}
+    # The token request proves the challenge with its verifier; no secret in a browser.
+    [exchange] = [r for r in sent if r.url == login.token_url and r.method == "POST"]
+    form = {name: values[0] for name, values in parse_qs(exchange.post_data or "").items()}
+    assert form["grant_type"] == "authorization_code"
     assert "client_secret" not in form
-    verifier_digest = hashlib.sha256(form["code_verifier"].encode()).digest()
-    challenge = base64.urlsafe_b64encode(verifier_digest).rstrip(b"=").decode()
-    assert challenge == asked["code_challenge"]
-
+    digest = hashlib.sha256(form["code_verifier"].encode()).digest()
+    assert base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == asked["code_challenge"]
+    # The token carries the short name.
     claims = payload_of(token)
-    assert claims["aud"] == shape.audience
-    assert claims["sub"] == "alice"
+    assert (claims["sub"], claims["aud"]) == ("alice", shape.audience)
     if shape.tenant is not None:
-        assert claims["scp"] == shape.read
+        assert (claims["scp"], claims["tid"]) == (shape.read, shape.tenant)
         assert "scope" not in claims
-        assert claims["tid"] == shape.tenant
     else:
         assert claims["scope"] == shape.read
-
+        assert "scp" not in claims
+    # Execute sent it: the read route answers its claims, the write route 403.
     bearer = f"Bearer {token}"
     assert read == (bearer, 200, {"sub": "alice", "scopes": [shape.read]})
     assert write[:2] == (bearer, 403)
