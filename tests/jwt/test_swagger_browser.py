@@ -100,6 +100,7 @@ class Shape:
             token_url=f"{origin}/token",
             client_id=CLIENT_ID,
             scopes=scopes,
+            authorize_params={"resource": self.resource},  # RFC 8707: a JWT for this API
         )
 
 
@@ -251,7 +252,7 @@ def sign_in(page: sync_api.Page, shape: Shape, token_url: str) -> str:
     popup = opened.value
     popup.fill('input[name="login"]', "alice")
     popup.fill('input[name="password"]', "any password")
-    with page.expect_response(token_url) as exchanged:
+    with page.expect_response(lambda answer: without_query(answer.url) == token_url) as exchanged:
         popup.click('button[type="submit"]')  # Sign-in
         popup.click('button[type="submit"]')  # the consent page: Continue
     # The popup went back through /docs/oauth2-redirect and closed; the page then
@@ -277,6 +278,11 @@ def try_it_out(page: sync_api.Page, url: str, method: str) -> tuple[str, int, An
     shown = block.locator(".live-responses-table .response .response-col_status")
     assert shown.inner_text().split()[0] == str(answer.status)
     return answer.request.headers["authorization"], answer.status, answer.json()
+
+
+def without_query(url: str) -> str:
+    """``url`` up to its query (Swagger UI adds ``authorize_params`` to the token URL)."""
+    return url.partition("?")[0]
 
 
 def payload_of(token: str) -> dict[str, Any]:
@@ -316,8 +322,9 @@ def test_authorize_logs_in_with_pkce_and_the_token_opens_the_route(
     assert asked["scope"] == shape.asked(shape.read)
     assert asked["client_id"] == CLIENT_ID
     assert asked["response_type"] == "code"
+    assert {name: asked[name] for name in login.authorize_params} == login.authorize_params
     # The token request proves the challenge with its verifier; no secret in a browser.
-    [exchange] = [r for r in sent if r.url == login.token_url and r.method == "POST"]
+    [exchange] = [r for r in sent if without_query(r.url) == login.token_url and r.method == "POST"]
     form = {name: values[0] for name, values in parse_qs(exchange.post_data or "").items()}
     assert form["grant_type"] == "authorization_code"
     assert "client_secret" not in form

@@ -3,8 +3,8 @@
 What Swagger UI reads is checked here (the ``oauth2`` authorization-code
 flow with the full scope names, and ``initOAuth`` with the client id and
 PKCE on in the ``/docs`` page); a token carrying the short ``scp`` names
-then passes ``Security(auth, scopes=[...])``. The login in a real browser
-is not run here (no Chromium on the test machines yet).
+then passes ``Security(auth, scopes=[...])``. The login itself, clicked in
+a real browser against a real provider, is ``test_swagger_browser.py``.
 """
 
 from __future__ import annotations
@@ -71,10 +71,32 @@ def test_entra_login_shows_full_scope_names_and_routes_check_short_ones() -> Non
         assert client.get("/orders").status_code == 401
 
 
+def test_authorize_params_reach_swagger_ui() -> None:
+    login = SwaggerLogin(
+        authorization_url="https://idp.example.com/authorize",
+        token_url="https://idp.example.com/oauth/token",
+        client_id="swagger-spa",
+        scopes={"orders:read": "Read orders"},
+        authorize_params={"audience": "https://orders.example"},
+    )
+    app = FastAPI(swagger_ui_init_oauth=login.init_oauth())
+    with serve(app) as client:
+        page = client.get("/docs").text
+    assert '"additionalQueryStringParams": {"audience": "https://orders.example"}' in page
+
+
 def test_a_login_refuses_what_swagger_could_not_use() -> None:
     with pytest.raises(ConfigurationError):
         SwaggerLogin(authorization_url="", token_url="t", client_id="c", scopes={})
     with pytest.raises(ConfigurationError):
         SwaggerLogin(
             authorization_url="a", token_url="t", client_id="c", scopes={}, selected=("x",)
+        )
+    with pytest.raises(ConfigurationError, match="authorize_params"):
+        SwaggerLogin(
+            authorization_url="a",
+            token_url="t",
+            client_id="c",
+            scopes={},
+            authorize_params={"audience": 1},  # type: ignore[dict-item]
         )

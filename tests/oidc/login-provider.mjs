@@ -71,8 +71,10 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: true },
     resourceIndicators: {
       enabled: true,
-      // Swagger UI sends no "resource": the one API is the default.
-      defaultResource: () => settings.resource,
+      // Entra ID finds the API from the scope names: the tenant shape makes
+      // it the default. Otherwise the client names it ("resource", RFC 8707),
+      // or the token is an opaque one for the provider's own userinfo.
+      defaultResource: (_ctx, _client, oneOf) => (tenant ? settings.resource : oneOf),
       getResourceServerInfo: (_ctx, resource) => {
         if (resource !== settings.resource) throw new Error(`unknown resource ${resource}`);
         return {

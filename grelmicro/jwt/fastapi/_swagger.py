@@ -37,9 +37,21 @@ class SwaggerLogin:
             (``api://<app id>/Orders.Read``), while routes check the short
             names the token carries (``Security(auth, scopes=["Orders.Read"])``).
         selected: the scopes ticked when the dialog opens (all by default).
+        authorize_params: more parameters of the authorize request, such as
+            Auth0's ``audience`` or the ``resource`` of RFC 8707, without
+            which some providers issue an opaque token for their own
+            ``userinfo`` instead of a JWT for your API. Swagger UI also puts
+            them in the query of the token request.
     """
 
-    __slots__ = ("authorization_url", "client_id", "scopes", "selected", "token_url")
+    __slots__ = (
+        "authorization_url",
+        "authorize_params",
+        "client_id",
+        "scopes",
+        "selected",
+        "token_url",
+    )
 
     def __init__(
         self,
@@ -49,6 +61,7 @@ class SwaggerLogin:
         client_id: str,
         scopes: Mapping[str, str],
         selected: tuple[str, ...] | None = None,
+        authorize_params: Mapping[str, str] | None = None,
     ) -> None:
         for name, value in (
             ("authorization_url", authorization_url),
@@ -61,6 +74,12 @@ class SwaggerLogin:
             isinstance(k, str) and k and isinstance(v, str) for k, v in scopes.items()
         ):
             raise ConfigurationError("SwaggerLogin: scopes maps scope names to descriptions")
+        params = {} if authorize_params is None else authorize_params
+        if not isinstance(params, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in params.items()
+        ):
+            raise ConfigurationError("SwaggerLogin: authorize_params maps names to strings")
+        self.authorize_params = dict(params)
         self.authorization_url = authorization_url
         self.token_url = token_url
         self.client_id = client_id
@@ -105,8 +124,11 @@ class SwaggerLogin:
 
     def init_oauth(self) -> dict[str, Any]:
         """``FastAPI(swagger_ui_init_oauth=...)``: the client id, PKCE on, the scopes ticked."""
-        return {
+        settings: dict[str, Any] = {
             "clientId": self.client_id,
             "usePkceWithAuthorizationCodeGrant": True,
             "scopes": " ".join(self.selected),
         }
+        if self.authorize_params:
+            settings["additionalQueryStringParams"] = dict(self.authorize_params)
+        return settings
