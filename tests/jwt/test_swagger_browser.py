@@ -14,7 +14,10 @@ Two providers: a generic OpenID Connect provider (``scope: "orders:read"``
 in the token) and one shaped like Entra ID (the authorize request asks for
 ``api://orders-api/Orders.Read``; the token carries ``scp: "Orders.Read"``,
 ``tid``, the API's application id as ``aud``; endpoints under
-``/<tenant>/oauth2/v2.0/``, built by :meth:`SwaggerLogin.entra`).
+``/<tenant>/oauth2/v2.0/``, built by :meth:`SwaggerLogin.entra`; the app
+verifies with ``providers.entra``, the provider's origin as its authority).
+The generic provider issues a JWT for the API only when the authorize
+request names it (``resource``, RFC 8707), through ``authorize_params``.
 
 Swagger UI's files come from the npm package ``swagger-ui-dist`` (pinned in
 ``tests/oidc/package-lock.json``): the browser's requests for FastAPI's CDN
@@ -41,7 +44,7 @@ from playwright import sync_api
 from servers import Running
 from support import HANG_GUARD
 
-from grelmicro.jwt import Claims, JWTVerifier
+from grelmicro.jwt import Claims, JWTVerifier, providers
 from grelmicro.jwt.fastapi import JWTBearer, SwaggerLogin
 
 OIDC = Path(__file__).resolve().parent.parent / "oidc"
@@ -167,9 +170,18 @@ class LoginProvider:
 def orders_app(shape: Shape, provider: LoginProvider) -> FastAPI:
     """The app of the docs recipe: the login's scheme on the bearer, two scoped routes."""
     login = shape.login(provider.origin)
-    verifier = JWTVerifier(
-        discover=provider.issuer, audience=shape.audience, allow_insecure_loopback=True
-    )
+    if shape.tenant is not None:  # the Entra preset, with the loopback provider as authority
+        entra = providers.entra(
+            shape.tenant,
+            audience=shape.audience,
+            authority=provider.origin,
+            allow_insecure_loopback=True,
+        )
+        verifier = JWTVerifier(issuers=[entra])
+    else:
+        verifier = JWTVerifier(
+            discover=provider.issuer, audience=shape.audience, allow_insecure_loopback=True
+        )
     auth = JWTBearer(verifier, security_scheme=login.security_scheme())
     app = FastAPI(swagger_ui_init_oauth=login.init_oauth())
     auth.install(app)
@@ -178,7 +190,7 @@ def orders_app(shape: Shape, provider: LoginProvider) -> FastAPI:
 
     @app.get("/orders")
     def list_orders(claims: Claims = reader) -> dict[str, Any]:
-        return {"sub": claims.subject, "scopes": sorted(claims.scopes)}
+        return {"sub": claims.subject, "scopes": sorted(claims.scopes), "tenant": claims.tenant}
 
     @app.post("/orders")
     def place_order(claims: Claims = writer) -> dict[str, Any]:
@@ -341,6 +353,6 @@ def test_authorize_logs_in_with_pkce_and_the_token_opens_the_route(
         assert "scp" not in claims
     # Execute sent it: the read route answers its claims, the write route 403.
     bearer = f"Bearer {token}"
-    assert read == (bearer, 200, {"sub": "alice", "scopes": [shape.read]})
+    assert read == (bearer, 200, {"sub": "alice", "scopes": [shape.read], "tenant": shape.tenant})
     assert write[:2] == (bearer, 403)
     assert write[2]["reason"] == "insufficient-scope"
