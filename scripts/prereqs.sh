@@ -82,6 +82,13 @@ step_actionlint() {
 
 step_oidc() {
     need_node
+    # oauth2-mock-server wants Node.js ^20.19 || ^22.12 || ^24 and
+    # oidc-provider 9 the URL.parse of 20.18 on: Debian 12's own nodejs is 18.
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+                  process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+        echo "prereqs: tests/oidc needs Node.js 20.19 or later; this is $(node --version)" >&2
+        return 1
+    fi
     local package
     for package in oauth2-mock-server oidc-provider swagger-ui-dist; do
         if [ ! -d "$ROOT/tests/oidc/node_modules/$package" ]; then

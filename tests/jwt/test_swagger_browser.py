@@ -146,11 +146,12 @@ class LoginProvider:
             cwd=OIDC,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # its warnings about development-only settings
-            text=True,
+            text=True,  # stderr: pytest's capture, shown when a test fails
         )
         assert self.process.stdout is not None
-        hello = json.loads(self.process.stdout.readline())
+        line = self.process.stdout.readline()
+        assert line, f"login-provider.mjs exited ({self.process.wait(HANG_GUARD)}): see stderr"
+        hello = json.loads(line)
         self.origin: str = hello["origin"]
         self.issuer: str = hello["issuer"]
 
