@@ -36,6 +36,7 @@ from grelmicro.jwt._dpop import (
     jwk_thumbprint,
 )
 from grelmicro.jwt._grants import require_roles, require_scopes, require_tenant
+from grelmicro.jwt._health import TenantLookupHealth
 from grelmicro.jwt._issuers import Issuer
 from grelmicro.jwt._jwks import FetchOptions, KeySourceHealth
 from grelmicro.jwt._keys import Key
@@ -120,6 +121,7 @@ __all__ = [
     "RedisReplayStore",
     "ReplayBackend",
     "ReplayStore",
+    "TenantLookupHealth",
     "TenantRejectedError",
     "TenantUnavailableError",
     "TokenIssuedInFutureError",

@@ -276,6 +276,7 @@ def build_router(
         config.max_token_size,
         static_keys,
         templates=tuple(templates),
+        wall=clock,
     )
     return router, config
 

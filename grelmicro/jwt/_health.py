@@ -5,6 +5,8 @@ readiness, the CLI and telemetry read. :class:`Waiting` turns the 503s a
 source answers into rate-limited events that name the wait (a fetch in
 flight, the unknown-kid pace, the backoff, a failing provider, a
 configuration fault), so a 503 is never silent, even at scale.
+:class:`TenantLookupHealth` is the state of one issuer template's
+``tenants=`` callable (counts only: never a tenant id).
 """
 
 from __future__ import annotations
@@ -18,11 +20,66 @@ from dataclasses import dataclass
 
 from grelmicro.jwt._events import Event
 
-__all__ = ["READINESS_WAITS", "KeySourceHealth", "Waiting"]
+__all__ = ["READINESS_WAITS", "KeySourceHealth", "TenantLookupHealth", "Waiting"]
 
 #: The waits that mean no keys serve at all (readiness answers 503); the
 #: others (``budget``, ``fetch-in-flight`` for a new kid) concern one token.
 READINESS_WAITS = frozenset({"provider-failing", "config", "closed", "backoff"})
+
+
+@dataclass(frozen=True)
+class TenantLookupHealth:
+    """How the ``tenants=`` callable of one issuer template fares.
+
+    Only a template whose ``tenants=`` is a callable has lookups (a list or
+    ``"any"`` never waits on anything). Counts since the verifier was
+    built; no tenant id appears here, whatever the tokens named.
+
+    Attributes:
+        issuer: the issuer template, as configured.
+        failing: the latest lookup to end failed or overran its bound, or
+            one runs past its bound now; tokens of tenants not decided yet
+            are answered 503 ``tenant-unavailable``. Cleared by the next
+            lookup that answers in time.
+        lookups: lookups started.
+        failures: lookups that raised or overran their bound (``timeouts``
+            included): each answered its waiting requests 503
+            (``wait`` ``tenant-lookup-failed``).
+        timeouts: the failures that were a lookup taking longer than its bound.
+        busy: requests answered 503 at once because the most lookups ran
+            (``wait`` ``tenant-lookups-busy``).
+        running: lookups running now.
+        overdue: of those, the ones past their bound (a hung sync callable).
+        allowed: answers "allowed" held now (they keep serving while lookups fail).
+        refused: answers "refused" held now.
+        last_failure: when a lookup last failed (seconds since the epoch, on
+            the verifier's clock).
+        last_error: why (the exception's class name, or that it took too
+            long); never its message, which could hold a tenant id.
+    """
+
+    issuer: str
+    failing: bool = False
+    lookups: int = 0
+    failures: int = 0
+    timeouts: int = 0
+    busy: int = 0
+    running: int = 0
+    overdue: int = 0
+    allowed: int = 0
+    refused: int = 0
+    last_failure: float | None = None
+    last_error: str | None = None
+
+    @property
+    def problem(self) -> str:
+        """One line for people: why tenant lookups fail (empty when they do not)."""
+        if not self.failing:
+            return ""
+        why = self.last_error or "a lookup runs past its bound"
+        if self.overdue:
+            why = f"{self.overdue} running past their bound"
+        return f"tenant lookups failing for {self.issuer}: {why}"
 
 
 @dataclass(frozen=True)
@@ -55,6 +112,11 @@ class KeySourceHealth:
         retry_after: while not ready, seconds until the next fetch attempt
             (what ``/ready`` sends as ``Retry-After``); None when ready or
             when no attempt will come (closed).
+        tenant_lookups: one :class:`TenantLookupHealth` per issuer
+            template whose ``tenants=`` is a callable. Failing lookups do not
+            make ``ready`` false: keys serve, the tenants already decided
+            are still accepted, and a probe taking every replica out would
+            not mend the application's tenant directory.
     """
 
     ready: bool
@@ -72,6 +134,7 @@ class KeySourceHealth:
     config_error: str | None = None
     generation: int = 0
     retry_after: float | None = None
+    tenant_lookups: tuple[TenantLookupHealth, ...] = ()
 
     @classmethod
     def combine(cls, parts: list[KeySourceHealth], static_keys: int) -> KeySourceHealth:
@@ -114,6 +177,11 @@ class KeySourceHealth:
         if self.last_error:
             return f"keys unavailable: {self.last_error}"
         return "keys unavailable: not loaded yet"
+
+    @property
+    def tenants_failing(self) -> bool:
+        """Whether the ``tenants=`` lookups of some issuer template fail now."""
+        return any(lookups.failing for lookups in self.tenant_lookups)
 
 
 class Waiting:

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from grelmicro.jwt import _core
 from grelmicro.jwt._events import Event
-from grelmicro.jwt._health import KeySourceHealth
+from grelmicro.jwt._health import KeySourceHealth, TenantLookupHealth
 from grelmicro.jwt._http import Clients
 from grelmicro.jwt._jwks import KeySource
 from grelmicro.jwt._keys import key_identity
@@ -530,6 +530,10 @@ class TemplateRoute(Protocol):
         """The engine call when the template is the only issuer."""
         ...
 
+    def lookup_health(self, wall: Callable[[], float]) -> TenantLookupHealth | None:
+        """Its ``tenants=`` callable's lookups, or None."""
+        ...
+
 
 class KeyRouter:
     """The engine of a verifier with network keys or several issuers.
@@ -550,6 +554,7 @@ class KeyRouter:
         "_slots",
         "_static_keys",
         "_templates",
+        "_wall",
         "route",
         "sources",
         "verify_until",
@@ -570,8 +575,10 @@ class KeyRouter:
         static_keys: int,
         *,
         templates: tuple[TemplateRoute, ...] = (),
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._slots = slots
+        self._wall = wall
         self._templates = templates
         self.sources = tuple(sources)
         self._clients = clients
@@ -730,7 +737,13 @@ class KeyRouter:
                     health, ready=serves, config_error=config, retry_after=None if serves else retry
                 )
             parts.append(health)
-        return KeySourceHealth.combine(parts, self._static_keys)
+        combined = KeySourceHealth.combine(parts, self._static_keys)
+        lookups = tuple(
+            state
+            for route in self._templates
+            if (state := route.lookup_health(self._wall)) is not None
+        )
+        return dataclasses.replace(combined, tenant_lookups=lookups) if lookups else combined
 
 
 #: Every live router, for the fork hook (fresh locks in the child).

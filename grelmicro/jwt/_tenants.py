@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._calls import run_async, run_sync
+from grelmicro.jwt._health import TenantLookupHealth
 from grelmicro.jwt._router import Slot, unverified_claims
 from grelmicro.jwt._snapshot import FULL, Flight, KeyWait, Parking
 from grelmicro.jwt._steps import Pending, Result, Steps, drive_sync, on_event_loop
@@ -209,16 +210,21 @@ class Tenants:
     that takes longer than :data:`LOOKUP_TIMEOUT` decides nothing. Answers
     are kept ``ttl`` seconds in two tables of :data:`TENANT_CACHE_SIZE`
     entries each, one for allowed tenants and one for refused ones, so a
-    flood of refused tenants never evicts an allowed one.
+    flood of refused tenants never evicts an allowed one. :meth:`health`
+    counts the lookups and their failures (no tenant id).
     """
 
     __slots__ = (
         "__weakref__",  # its after-fork hook is held weakly
         "_allowed",
+        "_failing",
         "_flights",
+        "_last_error",
+        "_last_failure",
         "_lock",
         "_refused",
         "_running",
+        "_stats",
         "_tasks",
         "any",
         "is_async",
@@ -286,6 +292,11 @@ class Tenants:
         self._flights: dict[str, Flight] = {}
         self._running: set[Flight] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        # lookups, failures, timeouts, busy: counters for health() (bumped under _lock).
+        self._stats = {"lookups": 0, "failures": 0, "timeouts": 0, "busy": 0}
+        self._failing = False
+        self._last_failure: float | None = None
+        self._last_error: str | None = None
         self._lock = threading.Lock()
         self.parking = Parking(MAX_TENANT_WAITERS)
         _lifecycle.at_fork_child(self.after_fork)  # held weakly
@@ -333,7 +344,9 @@ class Tenants:
                 if flight is not None and flight.loop is not None and flight.loop.is_closed():
                     self._running.discard(flight)  # its task never ran: its place is free
                 if len(self._running) >= MAX_LOOKUPS:
+                    self._stats["busy"] += 1
                     raise _undecided("tenant-lookups-busy")
+                self._stats["lookups"] += 1
                 flight = Flight(now, "tenant", now + LOOKUP_TIMEOUT)
                 flight.running = True
                 self._flights[tenant] = flight
@@ -387,6 +400,7 @@ class Tenants:
         if now >= flight.deadline:  # later than LOOKUP_TIMEOUT: decides nothing
             self._failed(tenant, TimeoutError())
             return
+        self._failing = False
         assert self.ttl is not None  # noqa: S101 - only callables store answers
         table = self._allowed if answer is True else self._refused
         with self._lock:
@@ -404,6 +418,17 @@ class Tenants:
             (self._refused if answer is True else self._allowed).pop(tenant, None)
 
     def _failed(self, tenant: str, exc: BaseException) -> None:
+        timed_out = isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+        with self._lock:
+            self._stats["failures"] += 1
+            self._stats["timeouts"] += timed_out
+            self._failing = True
+            self._last_failure = self.timer()
+            self._last_error = (
+                f"a lookup took longer than {LOOKUP_TIMEOUT:g} s"
+                if timed_out
+                else f"the callable raised {type(exc).__name__}"
+            )
         logger.error(
             "tenants callable failed for tenant %s: %s",
             _core.quoted(tenant, 64),
@@ -417,8 +442,35 @@ class Tenants:
             self._running.discard(flight)
         flight.finish(self._lock)
 
+    def health(self, issuer: str, wall: Callable[[], float]) -> TenantLookupHealth | None:
+        """The lookups' state for ``health()`` (None when ``tenants=`` is no callable).
+
+        ``wall`` dates the last failure for people (the verifier's clock).
+        """
+        if self.lookup is None:
+            return None
+        now = self.timer()
+        with self._lock:
+            running = list(self._running)
+            stats = dict(self._stats)
+            failing, last, error = self._failing, self._last_failure, self._last_error
+            allowed = sum(1 for until in self._allowed.values() if now < until)
+            refused = sum(1 for until in self._refused.values() if now < until)
+        overdue = sum(1 for flight in running if now >= flight.deadline)
+        return TenantLookupHealth(
+            issuer=issuer,
+            failing=failing or overdue > 0,
+            running=len(running),
+            overdue=overdue,
+            allowed=allowed,
+            refused=refused,
+            last_failure=None if last is None else wall() - (now - last),
+            last_error=error,
+            **stats,
+        )
+
     def after_fork(self) -> None:
-        """In a forked child: no lookup runs, fresh lock (answers are kept)."""
+        """In a forked child: no lookup runs, fresh lock (answers and counts are kept)."""
         self._lock = threading.Lock()
         self._flights = {}
         self._running = set()
@@ -646,6 +698,10 @@ class TenantRoute:
                 f"token's {claim} {_core.quoted(value, 64)} is not the tenant its iss names "
                 f"({_core.quoted(tenant, 64)})",
             )
+
+    def lookup_health(self, wall: Callable[[], float]) -> TenantLookupHealth | None:
+        """The ``tenants=`` callable's lookups (None without one): see :meth:`Tenants.health`."""
+        return None if self.tenants is None else self.tenants.health(self.name, wall)
 
     def bucket(self, tenant: str) -> str | None:
         """The tenant as a metric attribute: only an allow-listed id, else None."""

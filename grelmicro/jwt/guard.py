@@ -111,7 +111,11 @@ def readiness(verifier: JWTVerifier, retry_after: int = 5) -> Readiness:
     The body says ``ready`` and the key counters; ``problem`` when a
     configuration error keeps keys from loading. ``Retry-After`` is the key
     source's real time to its next attempt (``retry_after`` only when it is
-    not known).
+    not known). An issuer template with a ``tenants=`` callable adds
+    ``tenant_lookups`` (per template: ``failing``, ``failures``,
+    ``timeouts``, ``busy``, ``last_error``; counts, never a tenant id), and
+    ``tenant_problem`` while they fail; they leave the status as the keys
+    say (failing lookups refuse only tenants not decided yet).
     """
     state = verifier.health()
     body: dict[str, Any] = {"ready": bool(state.ready)}
@@ -121,6 +125,22 @@ def readiness(verifier: JWTVerifier, retry_after: int = 5) -> Readiness:
             body[name] = value
     if state.problem:  # a configuration error says so, not "keys unavailable"
         body["problem"] = state.problem
+    lookups = getattr(state, "tenant_lookups", ())
+    if lookups:
+        body["tenant_lookups"] = [
+            {
+                "issuer": each.issuer,
+                "failing": each.failing,
+                "failures": each.failures,
+                "timeouts": each.timeouts,
+                "busy": each.busy,
+                "last_error": each.last_error,
+            }
+            for each in lookups
+        ]
+        failing = [each.problem for each in lookups if each.failing]
+        if failing:
+            body["tenant_problem"] = "; ".join(failing)
     if body["ready"]:
         return Readiness(200, {}, body)
     seconds = retry_after_seconds(state.retry_after, retry_after)

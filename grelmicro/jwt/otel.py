@@ -220,6 +220,27 @@ class _Instruments:
                 "keys:age",
                 "Seconds since keys were last fetched and accepted.",
             ),
+            (
+                "counter",
+                "grelmicro.jwt.tenant_lookups",
+                "{lookup}",
+                "tenants:lookups",
+                "Lookups of an issuer template's tenants= callable started.",
+            ),
+            (
+                "counter",
+                "grelmicro.jwt.tenant_lookup.failures",
+                "{lookup}",
+                "tenants:failures",
+                "Tenant lookups that raised or overran their bound (timeouts included).",
+            ),
+            (
+                "gauge",
+                "grelmicro.jwt.tenant_lookup.failing",
+                "1",
+                "tenants:failing",
+                "1 while an issuer template's tenant lookups fail, else 0.",
+            ),
         )
         for kind, name, unit, what, description in observable:
             create = getattr(meter, f"create_observable_{kind}")
@@ -421,6 +442,9 @@ class Reporter:
         if family == "cache":
             yield getattr(verifier.cache_info(), field) or 0, {}
             return
+        if family == "tenants":
+            yield from _tenant_lookups(verifier, field)
+            return
         if not self._sources:  # static keys: ready, a fixed count
             if field == "ready":
                 yield 1, {}
@@ -508,3 +532,9 @@ class Reporter:
                 duration.record(fields["duration"])
 
         return observe
+
+
+def _tenant_lookups(verifier: _Verifier, field: str) -> Iterator[tuple[float, dict[str, Any]]]:
+    """One tenant-lookup count per issuer template (from the configuration: a bounded set)."""
+    for lookups in getattr(verifier.health(), "tenant_lookups", ()):
+        yield int(getattr(lookups, field)), {_ISSUER: lookups.issuer}

@@ -1018,3 +1018,38 @@ def test_a_rotation_that_ends_200_counts_one_accepted_and_no_refusal(server: Doc
     assert outcomes == {"accepted"}
     accepted = {"outcome": "accepted", "cache": "miss", "issuer": ISSUER, "algorithm": "ES256"}
     assert value_of(sink, "grelmicro.jwt.verifications", **accepted) == 2
+
+
+# -- tenant lookups ----------------------------------------------------------------------
+
+
+def test_tenant_lookups_are_counted_by_template_never_by_tenant(sink: Sinks) -> None:
+    from test_jwks_providers import entra_v2  # noqa: PLC0415
+
+    from grelmicro.jwt import Issuer, TenantUnavailableError  # noqa: PLC0415
+
+    template = "https://login.microsoftonline.com/{tenantid}/v2.0"
+    tenant = "0f6b3c4e-2a1d-4c8b-9e7f-1a2b3c4d5e6f"
+    signer = private_key("RS256", kid="entra-1", seed=60)
+
+    def directory(asked: str) -> bool:
+        raise ConnectionError(asked)
+
+    verifier = JWTVerifier(
+        issuers=[Issuer(template, jwks=entra_v2([signer]), tenants=directory)],
+        audience=AUDIENCE,
+        clock=lambda: NOW,
+        telemetry=sink.telemetry,
+    )
+    token = signer.mint(
+        {"iss": template.replace("{tenantid}", tenant), "tid": tenant, "aud": AUDIENCE}
+        | {"exp": NOW + 60}
+    )
+    with pytest.raises(TenantUnavailableError):
+        verifier.verify(token)
+
+    assert value_of(sink, "grelmicro.jwt.tenant_lookups", issuer=template) == 1
+    assert value_of(sink, "grelmicro.jwt.tenant_lookup.failures", issuer=template) == 1
+    assert value_of(sink, "grelmicro.jwt.tenant_lookup.failing", issuer=template) == 1
+    assert tenant not in every_attribute_value(sink)
+    verifier.close()
