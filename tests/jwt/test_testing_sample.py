@@ -1,7 +1,8 @@
-"""The sample service of docs/testing.md: its tests pass, with grelmicro.jwt.testing only.
+"""The sample services of docs/testing.md: their tests pass, with grelmicro.jwt.testing only.
 
 ``examples/testing_sample/`` is a small FastAPI service and its pytest
-suite. Its tests run here in a child interpreter where PyJWT cannot be
+suite; ``examples/testing_multitenant/`` a multi-tenant Entra ID service and
+its. Their tests run here in a child interpreter where PyJWT cannot be
 imported, and the page shows those files exactly as they are.
 """
 
@@ -16,6 +17,7 @@ import docs_snippets
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "testing_sample"
+MULTITENANT = ROOT / "examples" / "testing_multitenant"
 PAGE = ROOT / "docs" / "testing.md"
 
 #: Runs the sample's suite with ``import jwt`` (PyJWT) failing.
@@ -27,10 +29,10 @@ WITHOUT_PYJWT = (
 )
 
 
-def run_sample(*args: str) -> subprocess.CompletedProcess[str]:
+def run_sample(*args: str, sample: Path = SAMPLE) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", WITHOUT_PYJWT, *args],
-        cwd=SAMPLE,
+        cwd=sample,
         capture_output=True,
         text=True,
         timeout=300,
@@ -43,6 +45,13 @@ def test_the_sample_service_tests_pass_without_pyjwt() -> None:
 
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"\b6 passed\b", result.stdout), result.stdout[-2000:]
+
+
+def test_the_multitenant_sample_tests_pass_without_pyjwt() -> None:
+    result = run_sample(sample=MULTITENANT)
+
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert re.search(r"\b7 passed\b", result.stdout), result.stdout[-2000:]
 
 
 def test_pyjwt_is_really_out_of_reach_of_the_sample(tmp_path: Path) -> None:
@@ -64,8 +73,12 @@ def test_the_page_shows_the_sample_files_as_they_are() -> None:
             marker = re.fullmatch(r"<!-- sample: (\S+) -->", line.strip())
             if marker:
                 shown[marker[1]] = block.code
-    files = sorted(path.name for path in SAMPLE.glob("*.py"))
+    files = sorted(
+        path.relative_to(ROOT).as_posix()
+        for sample in (SAMPLE, MULTITENANT)
+        for path in sample.glob("*.py")
+    )
 
-    assert sorted(Path(name).name for name in shown) == files
+    assert sorted(shown) == files
     for name, code in shown.items():
         assert code == (ROOT / name).read_text(encoding="utf-8"), name
