@@ -278,7 +278,8 @@ class EntraTestIssuer(ProviderTestIssuer):
             ``accessTokenAcceptedVersion``).
         client_id: the calling app, written as ``azp`` (v2) or ``appid`` (v1).
         authority: Entra's host; the loopback server's inside ``serve()``.
-        Others: as :class:`~grelmicro.jwt.testing.TestIssuer`.
+
+    The other arguments are :class:`~grelmicro.jwt.testing.TestIssuer`'s.
     """
 
     __test__ = False
