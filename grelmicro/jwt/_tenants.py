@@ -400,10 +400,10 @@ class Tenants:
         if now >= flight.deadline:  # later than LOOKUP_TIMEOUT: decides nothing
             self._failed(tenant, TimeoutError())
             return
-        self._failing = False
         assert self.ttl is not None  # noqa: S101 - only callables store answers
         table = self._allowed if answer is True else self._refused
         with self._lock:
+            self._failing = False  # a lookup answered in time: the directory answers
             table.pop(tenant, None)
             while len(table) >= TENANT_CACHE_SIZE:
                 oldest = next(iter(table))

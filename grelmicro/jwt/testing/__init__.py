@@ -34,6 +34,7 @@ a :class:`TestIssuer` makes tokens that its verifier accepts, so it must
 never be wired into a service that runs for real.
 """
 
+from grelmicro.jwt.testing._entra import GUEST_HOME_TENANT, EntraTestIssuer
 from grelmicro.jwt.testing._issuer import (
     ALGORITHMS,
     AUDIENCE,
@@ -43,11 +44,9 @@ from grelmicro.jwt.testing._issuer import (
     TestIssuer,
 )
 from grelmicro.jwt.testing._providers import (
-    GUEST_HOME_TENANT,
     TENANT,
     B2CTestIssuer,
     CognitoTestIssuer,
-    EntraTestIssuer,
     KeycloakTestIssuer,
     ProviderTestIssuer,
     ServedProvider,
