@@ -236,6 +236,8 @@ def test_keycloak_realm_refuses_another_realm_without_fetching_it() -> None:
     assert payload["realm_access"] == {"roles": ["reader"]}
     assert (payload["typ"], payload["azp"]) == ("Bearer", "web")
     assert "roles" not in payload
+    one_role = decoded(keycloak, keycloak.mint(roles="admin"))
+    assert one_role["realm_access"] == {"roles": ["admin"]}
     with keycloak.serve() as server:
         with JWTVerifier(issuers=[server.preset()]) as verifier:
             assert verifier.verify(keycloak.mint()).issuer == server.url + "/realms/shop"
@@ -293,8 +295,9 @@ def test_provider_issuers_refuse_bad_input(entra: EntraTestIssuer) -> None:
         EntraTestIssuer(tenant="a/b")
     with pytest.raises(ConfigurationError):
         EntraTestIssuer(version=3)  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError):
-        entra.mint(version=3)
+    for version in (0, 3, "2"):
+        with pytest.raises(ConfigurationError):
+            entra.mint(version=version)
     with pytest.raises(ConfigurationError):
         entra.preset(tenant=A, tenants=[A])
     with pytest.raises(ConfigurationError):

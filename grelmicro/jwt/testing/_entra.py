@@ -100,7 +100,8 @@ class EntraTestIssuer(ProviderTestIssuer):
 
     def template(self, version: Version | None = None) -> str:
         """The issuer template of ``version`` tokens (``.../{tenantid}/v2.0`` or v1's)."""
-        return _entra_issuer(_version(version or self.version), self.authority)[0]
+        chosen = _version(self.version if version is None else version)
+        return _entra_issuer(chosen, self.authority)[0]
 
     def issuer_for(self, tenant: str, version: Version | None = None) -> str:
         """The ``iss`` of ``tenant``'s tokens of ``version``."""
@@ -135,7 +136,7 @@ class EntraTestIssuer(ProviderTestIssuer):
         tenant = self.tenant if tenant is None else tenant
         if not isinstance(tenant, str):
             raise ConfigurationError("tenant is a string")
-        version = _version(version or self.version)
+        version = _version(self.version if version is None else version)
         issued = int(self.now() if now is None else now)
         subject = more.get("sub", (claims or {}).get("sub", self.subject))
         shaped: dict[str, Any] = {
@@ -178,7 +179,7 @@ class EntraTestIssuer(ProviderTestIssuer):
             raise ConfigurationError("give tenants= (multi-tenant) or tenant= (single tenant)")
         options = self._options(options)
         options.setdefault("audience", self.audience)
-        chosen = _version(version or self.version)
+        chosen = _version(self.version if version is None else version)
         if tenant is not None:
             return providers.entra(
                 tenant, version=chosen, guests=guests, authority=self.authority, **options
@@ -203,7 +204,8 @@ class EntraTestIssuer(ProviderTestIssuer):
         versions (one template each, as a service accepting both configures).
         """
         if versions is None:
-            versions = (options.pop("version", None) or self.version,)
+            version = options.pop("version", None)
+            versions = (self.version if version is None else version,)
         elif "version" in options:
             raise ConfigurationError("give version= or versions=, not both")
         if "tenant" not in options and "tenants" not in options:

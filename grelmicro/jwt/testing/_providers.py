@@ -515,6 +515,8 @@ class KeycloakTestIssuer(ProviderTestIssuer):
     ) -> dict[str, Any]:
         """The payload :meth:`mint` signs; ``realm`` names another realm, ``roles`` its roles."""
         subject = more.get("sub", (claims or {}).get("sub", self.subject))
+        if isinstance(roles, str):
+            roles = [roles]
         shaped: dict[str, Any] = {
             "typ": "Bearer",
             "azp": self.client,
