@@ -181,3 +181,28 @@ def testing_helpers() -> str:
     verifier = issuer.verifier(leeway=5)
     assert_type(verifier, JWTVerifier)
     return verifier.verify(issuer.mint()).require("sub", str)
+
+
+def provider_testing_helpers() -> str | None:
+    """Provider-shaped test issuers, their presets and servers, and tenant health, typed."""
+    from grelmicro.jwt import Issuer, TenantLookupHealth  # noqa: PLC0415
+    from grelmicro.jwt.testing import (  # noqa: PLC0415
+        CognitoTestIssuer,
+        EntraTestIssuer,
+        ServedProvider,
+    )
+
+    entra = EntraTestIssuer(tenant="t1", version=1, audience="api://orders")
+    assert_type(entra.mint(tenant="t2", version=2, guest=True, scp=["a"]), str)
+    assert_type(entra.issuer_for("t2"), str)
+    assert_type(entra.preset(tenants=["t1"], guests="refuse"), Issuer)
+    verifier = entra.verifier(tenants=["t1", "t2"], versions=(1, 2))
+    assert_type(verifier, JWTVerifier)
+    entra.mint(version=3)  # type: ignore[arg-type]
+    with entra.serve(port=0) as server:
+        assert_type(server, ServedProvider)
+        assert_type(server.preset(tenant="t1"), Issuer)
+    assert_type(CognitoTestIssuer().mint(token_use="id"), str)
+    lookups = verifier.health().tenant_lookups
+    assert_type(lookups, tuple[TenantLookupHealth, ...])
+    return lookups[0].last_error if lookups else None

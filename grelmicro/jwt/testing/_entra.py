@@ -159,6 +159,42 @@ class EntraTestIssuer(ProviderTestIssuer):
             payload["scp"] = _scopes(payload["scp"])
         return super().claims(payload, now=issued, expires_in=expires_in)
 
+    def mint(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        tenant: str | None = None,
+        version: Version | None = None,
+        guest: bool = False,
+        header: Mapping[str, Any] | None = None,
+        now: float | None = None,
+        expires_in: float | None = None,
+        **more: Any,
+    ) -> str:
+        """A signed token of ``tenant`` (default: the issuer's), ``version`` 2 or 1.
+
+        ``guest=True`` makes a B2B guest's token; the other arguments are
+        :class:`~grelmicro.jwt.testing.TestIssuer`'s.
+        """
+        entra = {"tenant": tenant, "version": version, "guest": guest}
+        return super().mint(claims, header=header, now=now, expires_in=expires_in, **entra, **more)
+
+    def bearer(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        tenant: str | None = None,
+        version: Version | None = None,
+        guest: bool = False,
+        header: Mapping[str, Any] | None = None,
+        **more: Any,
+    ) -> dict[str, str]:
+        """``{"Authorization": "Bearer <token>"}``; arguments as :meth:`mint`."""
+        entra = {"tenant": tenant, "version": version, "guest": guest}
+        return super().bearer(claims, header=header, **entra, **more)
+
     def preset(
         self,
         *,

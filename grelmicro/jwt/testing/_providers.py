@@ -435,6 +435,34 @@ class CognitoTestIssuer(ProviderTestIssuer):
             {**shaped, **(claims or {}), **more}, now=issued, expires_in=expires_in
         )
 
+    def mint(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        token_use: Literal["access", "id"] = "access",  # noqa: S107 - a claim value
+        header: Mapping[str, Any] | None = None,
+        now: float | None = None,
+        expires_in: float | None = None,
+        **more: Any,
+    ) -> str:
+        """A signed access token, or an ID token with ``token_use="id"``."""
+        return super().mint(
+            claims, header=header, now=now, expires_in=expires_in, token_use=token_use, **more
+        )
+
+    def bearer(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        token_use: Literal["access", "id"] = "access",  # noqa: S107 - a claim value
+        header: Mapping[str, Any] | None = None,
+        **more: Any,
+    ) -> dict[str, str]:
+        """``{"Authorization": "Bearer <token>"}``; arguments as :meth:`mint`."""
+        return super().bearer(claims, header=header, token_use=token_use, **more)
+
     def preset(self, **options: Any) -> Issuer:
         """``providers.cognito(pool, client_id=..., ...)`` pointed at this host."""
         options = self._options(options)
@@ -508,7 +536,7 @@ class KeycloakTestIssuer(ProviderTestIssuer):
         /,
         *,
         realm: str | None = None,
-        roles: Sequence[str] | None = None,
+        roles: str | Sequence[str] | None = None,
         now: float | None = None,
         expires_in: float | None = None,
         **more: Any,
@@ -530,6 +558,36 @@ class KeycloakTestIssuer(ProviderTestIssuer):
         if realm is not None:
             shaped["iss"] = f"{self.authority}/realms/{realm}"
         return super().claims({**shaped, **(claims or {}), **more}, now=now, expires_in=expires_in)
+
+    def mint(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        realm: str | None = None,
+        roles: str | Sequence[str] | None = None,
+        header: Mapping[str, Any] | None = None,
+        now: float | None = None,
+        expires_in: float | None = None,
+        **more: Any,
+    ) -> str:
+        """A signed token; ``realm`` names another realm, ``roles`` go in ``realm_access``."""
+        return super().mint(
+            claims, header=header, now=now, expires_in=expires_in, realm=realm, roles=roles, **more
+        )
+
+    def bearer(
+        self,
+        claims: Mapping[str, Any] | None = None,
+        /,
+        *,
+        realm: str | None = None,
+        roles: str | Sequence[str] | None = None,
+        header: Mapping[str, Any] | None = None,
+        **more: Any,
+    ) -> dict[str, str]:
+        """``{"Authorization": "Bearer <token>"}``; arguments as :meth:`mint`."""
+        return super().bearer(claims, header=header, realm=realm, roles=roles, **more)
 
     def preset(self, **options: Any) -> Issuer:
         """``providers.keycloak(url, realm, audience=...)`` pointed at this host."""
