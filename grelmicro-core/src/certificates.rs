@@ -16,17 +16,20 @@ use crate::error::{invalid_key, Result};
 use crate::json::Value;
 use crate::key::Key;
 
-/// The members of `root` when it has the X.509 form: a non-empty object
-/// without `keys` whose every member is a string holding a PEM block.
+/// The members of `root` when it has the X.509 form: an object without
+/// `keys` whose members are all strings, one at least holding a PEM block
+/// (the others are skipped one by one, as unusable JWKS entries are).
 pub(crate) fn certificate_map(root: &Value) -> Option<&[(String, Value)]> {
     let Value::Object(members) = root else {
         return None;
     };
-    let shaped = !members.is_empty()
-        && members.iter().all(|(name, value)| {
-            name != "keys" && value.as_str().is_some_and(|text| text.contains("-----BEGIN "))
-        });
-    shaped.then_some(members.as_slice())
+    let strings = members
+        .iter()
+        .all(|(name, value)| name != "keys" && value.as_str().is_some());
+    let some_pem = members
+        .iter()
+        .any(|(_, value)| value.as_str().is_some_and(|text| text.contains("-----BEGIN ")));
+    (strings && some_pem).then_some(members.as_slice())
 }
 
 /// The key of one PEM certificate under `kid`, bound to the algorithm its

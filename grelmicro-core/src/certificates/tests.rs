@@ -120,6 +120,7 @@ fn unusable_certificates_are_skipped_with_a_reason_and_no_material() {
         ("truncated", &truncated),
         ("key", &key_not_cert),
         ("odd", &unsupported),
+        ("text", "not a certificate"),
     ]);
     let set = KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap();
     assert!(set.select(Some("good"), Algorithm::RS256, false).is_ok());
@@ -135,6 +136,7 @@ fn unusable_certificates_are_skipped_with_a_reason_and_no_material() {
             ("truncated", SkipCode::InvalidKey),
             ("key", SkipCode::InvalidKey),
             ("odd", SkipCode::InvalidKey),
+            ("text", SkipCode::InvalidKey),
         ]
     );
     let body = good.lines().nth(1).unwrap();
