@@ -26,9 +26,11 @@ pub(crate) fn certificate_map(root: &Value) -> Option<&[(String, Value)]> {
     let strings = members
         .iter()
         .all(|(name, value)| name != "keys" && value.as_str().is_some());
-    let some_pem = members
-        .iter()
-        .any(|(_, value)| value.as_str().is_some_and(|text| text.contains("-----BEGIN ")));
+    let some_pem = members.iter().any(|(_, value)| {
+        value
+            .as_str()
+            .is_some_and(|text| text.contains("-----BEGIN "))
+    });
     (strings && some_pem).then_some(members.as_slice())
 }
 

@@ -1,6 +1,7 @@
 """Registered-claim rules at their boundaries (design §4).
 
-``now < exp + leeway``, ``now >= nbf - leeway``, ``iat <= now + leeway``,
+``now < exp + leeway``, ``now >= nbf - ahead``, ``iat <= now + ahead`` with
+``ahead = max(leeway, leeway_ahead)`` (``leeway_ahead`` 60 s by default),
 ``now - iat <= max_age + leeway``; audience, issuer, typ and required claims.
 Each row gives the policy, the token and the expected kind_of.
 """
@@ -42,7 +43,12 @@ NO_REQUIRED: dict[str, Any] = {"required": []}
         (NO_REQUIRED, {"nbf": NOW + 61}, NOW, "not-yet-valid"),
         (NO_REQUIRED, {"nbf": NOW + 60.001}, NOW, "not-yet-valid"),
         ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"nbf": NOW + 5}, NOW, "ok"),
-        ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"nbf": NOW + 5.001}, NOW, "not-yet-valid"),
+        (
+            {"leeway": 5, "leeway_ahead": 0, "required": []},
+            {"nbf": NOW + 5.001},
+            NOW,
+            "not-yet-valid",
+        ),
         # The larger of leeway and leeway_ahead applies.
         ({"leeway": 90, "required": []}, {"nbf": NOW + 90}, NOW, "ok"),
         ({"leeway": 90, "required": []}, {"nbf": NOW + 91}, NOW, "not-yet-valid"),
@@ -52,7 +58,12 @@ NO_REQUIRED: dict[str, Any] = {"required": []}
         (NO_REQUIRED, {"iat": NOW + 60}, NOW, "ok"),
         (NO_REQUIRED, {"iat": NOW + 61}, NOW, "issued-in-future"),
         ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"iat": NOW + 5}, NOW, "ok"),
-        ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"iat": NOW + 5.5}, NOW, "issued-in-future"),
+        (
+            {"leeway": 5, "leeway_ahead": 0, "required": []},
+            {"iat": NOW + 5.5},
+            NOW,
+            "issued-in-future",
+        ),
         ({"leeway_ahead": 120, "required": []}, {"iat": NOW + 120}, NOW, "ok"),
         ({"leeway_ahead": 120, "required": []}, {"iat": NOW + 121}, NOW, "issued-in-future"),
         # exp never gets the allowance ahead.

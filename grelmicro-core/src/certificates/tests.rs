@@ -116,7 +116,10 @@ fn unusable_certificates_are_skipped_with_a_reason_and_no_material() {
     ));
     let doc = document(&[
         ("good", &good),
-        ("garbled", "-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n"),
+        (
+            "garbled",
+            "-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n",
+        ),
         ("truncated", &truncated),
         ("key", &key_not_cert),
         ("odd", &unsupported),
@@ -148,7 +151,10 @@ fn unusable_certificates_are_skipped_with_a_reason_and_no_material() {
 
 #[test]
 fn no_usable_certificate_or_too_many_is_an_error() {
-    let doc = document(&[("a", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")]);
+    let doc = document(&[(
+        "a",
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )]);
     let err = KeySet::from_jwks(doc.as_bytes(), false, 10).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidKey);
     assert_eq!(err.message(), "no usable key");
