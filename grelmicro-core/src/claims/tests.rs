@@ -121,6 +121,7 @@ fn nbf_and_iat_boundaries() {
 }
 
 #[test]
+#[allow(clippy::float_cmp)] // exact values: set from literals, never computed
 fn nbf_and_iat_ahead_get_the_default_allowance_exp_none() {
     let p = policy(PolicyOptions::default());
     assert_eq!(p.leeway_ahead(), 60.0);
@@ -154,6 +155,7 @@ fn nbf_and_iat_ahead_get_the_default_allowance_exp_none() {
 }
 
 #[test]
+#[allow(clippy::float_cmp)] // exact values: the larger of two literals
 fn the_allowance_ahead_is_the_larger_of_leeway_and_leeway_ahead() {
     let both = |leeway: f64, leeway_ahead: f64| {
         policy(PolicyOptions {
