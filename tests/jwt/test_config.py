@@ -241,6 +241,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "azp": ("app-1,app-2", ("app-1", "app-2")),
     "algorithms": ("HS256", ("HS256",)),
     "leeway": ("5", 5.0),
+    "leeway_ahead": ("30", 30.0),
     "require_exp": ("false", False),
     "required": ("sub", ("exp", "sub")),
     "typ": ("at+jwt", "at+jwt"),
