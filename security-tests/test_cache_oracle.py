@@ -49,7 +49,7 @@ def cached(
     ("body", "reason", "options"),
     [
         (payload(exp=NOW - 1), "expired", {}),
-        (payload(nbf=NOW + 60), "not-yet-valid", {}),
+        (payload(nbf=NOW + 120), "not-yet-valid", {}),
         (payload(aud="other"), "audience", {"audience": "mine"}),
         (payload(iss="other"), "issuer", {"issuer": "mine"}),
         ({"sub": "no-exp"}, "missing-claim", {}),

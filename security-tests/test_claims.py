@@ -75,23 +75,33 @@ def test_sub_and_jti_must_be_strings(ring: forge.KeyRing, claim: str, value: Any
     reject(verifier_for(ring, "HS256"), mint(ring, "HS256", body=body), "invalid-claim")
 
 
-# (claim, its refusal, leeway, claim - now offsets accepted, offsets refused)
+# (claim, its refusal, policy, claim - now offsets accepted, offsets refused)
 TIME_BOUNDARIES = [
     # RFC 7519 §4.1.4: the token MUST NOT be accepted on or after exp.
-    ("exp", "expired", 0, [1, 0.001], [0, -0.001, -1]),
-    ("exp", "expired", 30, [1, 0, -29, -29.999], [-30, -31]),
-    ("nbf", "not-yet-valid", 0, [0, -1, -0.5], [1, 0.001]),
-    ("nbf", "not-yet-valid", 30, [30, 29.5, 0], [30.001, 31]),
-    ("iat", "issued-in-future", 0, [0, -1, -86400], [1, 0.001]),
-    ("iat", "issued-in-future", 30, [30, 29.5], [30.001, 31]),
+    ("exp", "expired", {}, [1, 0.001], [0, -0.001, -1]),
+    ("exp", "expired", {"leeway": 30}, [1, 0, -29, -29.999], [-30, -31]),
+    # The allowance ahead never reaches exp.
+    ("exp", "expired", {"leeway_ahead": 300}, [1, 0.001], [0, -0.001, -1]),
+    ("nbf", "not-yet-valid", {"leeway_ahead": 0}, [0, -1, -0.5], [1, 0.001]),
+    ("nbf", "not-yet-valid", {"leeway": 30, "leeway_ahead": 0}, [30, 29.5, 0], [30.001, 31]),
+    # By default nbf and iat may be 60 s ahead of now (leeway_ahead).
+    ("nbf", "not-yet-valid", {}, [60, 59.5, 1, 0], [60.001, 61]),
+    ("iat", "issued-in-future", {"leeway_ahead": 0}, [0, -1, -86400], [1, 0.001]),
+    ("iat", "issued-in-future", {"leeway": 30, "leeway_ahead": 0}, [30, 29.5], [30.001, 31]),
+    ("iat", "issued-in-future", {}, [60, 59.5, 1, -86400], [60.001, 61]),
 ]
 
 
-@pytest.mark.parametrize(("claim", "reason", "leeway", "ok", "bad"), TIME_BOUNDARIES)
+@pytest.mark.parametrize(("claim", "reason", "policy", "ok", "bad"), TIME_BOUNDARIES)
 def test_time_claim_boundary(
-    ring: forge.KeyRing, claim: str, reason: str, leeway: float, ok: list[float], bad: list[float]
+    ring: forge.KeyRing,
+    claim: str,
+    reason: str,
+    policy: dict[str, float],
+    ok: list[float],
+    bad: list[float],
 ) -> None:
-    verifier = verifier_for(ring, "HS256", leeway=leeway)
+    verifier = verifier_for(ring, "HS256", **policy)
     for offset in ok:
         accept(verifier, mint(ring, "HS256", body=payload(**{claim: NOW + offset})))
     for offset in bad:

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::algorithm::{Algorithm, AlgorithmSet};
+use crate::certificates::{certificate_key, certificate_map};
 use crate::error::{capped, Detail, Error, ErrorKind, RefusedBy, Result};
 use crate::json::Value;
 use crate::key::Key;
@@ -140,6 +141,17 @@ fn default_only(default: Algorithm, alg: Algorithm) -> Error {
     )
 }
 
+/// A key set over `max_keys` entries is refused whole.
+fn too_many(count: usize, max_keys: usize) -> Result<()> {
+    if count > max_keys {
+        return Err(Error::with(
+            ErrorKind::InvalidKey,
+            format!("JWKS holds {count} keys, over the limit of {max_keys}"),
+        ));
+    }
+    Ok(())
+}
+
 impl KeySet {
     /// Keys given in code (or gathered from several sources). The same key
     /// twice counts once; two different keys under one `kid` make that `kid`
@@ -160,18 +172,15 @@ impl KeySet {
     pub fn from_jwks(document: &[u8], allow_symmetric: bool, max_keys: usize) -> Result<KeySet> {
         let bad = |message: &'static str| Error::new(ErrorKind::InvalidKey, message);
         let root = Value::parse(document, 16).map_err(|_| bad("JWKS is not valid JSON"))?;
-        let Some(Value::Array(entries)) = root.get("keys") else {
-            return Err(bad("JWKS has no keys array"));
-        };
-        if entries.len() > max_keys {
-            return Err(Error::with(
-                ErrorKind::InvalidKey,
-                format!(
-                    "JWKS holds {} keys, over the limit of {max_keys}",
-                    entries.len()
-                ),
-            ));
+        if let Some(certificates) = certificate_map(&root) {
+            return KeySet::from_certificates(certificates, max_keys);
         }
+        let Some(Value::Array(entries)) = root.get("keys") else {
+            return Err(bad(
+                "JWKS has no keys array (nor is it an object of key ids to PEM certificates)",
+            ));
+        };
+        too_many(entries.len(), max_keys)?;
         let mut set = KeySet::empty();
         for entry in entries {
             let kid = entry.get("kid").and_then(Value::as_str).map(str::to_owned);
@@ -181,6 +190,33 @@ impl KeySet {
                     kid,
                     code: SkipCode::of_refused(entry, &err),
                     reason: err.message().to_owned(),
+                }),
+            }
+        }
+        set.finish(ErrorKind::InvalidKey)
+    }
+
+    /// The X.509 form some providers publish beside their JWKS (Google's
+    /// `.../robot/v1/metadata/x509/...`, Firebase's `securetoken`): an
+    /// object of `kid` to a PEM certificate. Each certificate's public key
+    /// is used under its `kid` (the certificate is not validated as a
+    /// chain: the document's origin is what is trusted, as for a JWKS).
+    /// Unusable entries are skipped and listed; none usable is an error.
+    fn from_certificates(entries: &[(String, Value)], max_keys: usize) -> Result<KeySet> {
+        too_many(entries.len(), max_keys)?;
+        let mut set = KeySet::empty();
+        for (kid, entry) in entries {
+            let text = entry.as_str().unwrap_or_default();
+            match certificate_key(kid, text) {
+                Ok(key) => set.add(Arc::new(key)),
+                Err(err) => set.skipped.push(Skipped {
+                    kid: Some(kid.clone()),
+                    code: if err.kind() == ErrorKind::WeakKey {
+                        SkipCode::WeakKey
+                    } else {
+                        SkipCode::InvalidKey
+                    },
+                    reason: format!("certificate: {}", err.message()),
                 }),
             }
         }

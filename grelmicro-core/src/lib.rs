@@ -13,6 +13,7 @@
 //! - [`header`]: the JOSE header (`alg`, `kid`, `typ`, `crit`, `b64`)
 //! - [`algorithm`]: the closed algorithm set
 //! - [`key`], [`keyset`]: keys bound to one algorithm, and key selection
+//!   (a JWKS, or an object of `kid` to X.509 certificates: `certificates`)
 //! - [`policy`], [`claims`]: what a token must satisfy beyond its signature
 //! - [`json`]: strict JSON on top of jiter, into any [`json::Builder`]
 //! - [`verifier`]: the pieces put together
@@ -25,6 +26,7 @@
 
 pub mod algorithm;
 pub mod cache;
+mod certificates;
 pub mod claims;
 mod der;
 pub mod digest;

@@ -208,6 +208,7 @@ def _build(args: argparse.Namespace) -> JWTVerifier:
             audience=args.audience,
             issuer=args.issuer,
             leeway=args.leeway,
+            leeway_ahead=args.leeway_ahead,
             cache_size=0,
         )
     if not keys and jwks is None:
@@ -220,6 +221,7 @@ def _build(args: argparse.Namespace) -> JWTVerifier:
         audience=args.audience,
         issuer=args.issuer,
         leeway=args.leeway,
+        leeway_ahead=args.leeway_ahead,
         cache_size=0,
     )
 
@@ -419,7 +421,19 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--kid", help="kid of the --secret-env/--pem key")
     check.add_argument("--audience", action="append", help="accepted audience (repeatable)")
     check.add_argument("--issuer", action="append", help="accepted issuer (repeatable)")
-    check.add_argument("--leeway", type=float, default=0.0, help="clock skew in seconds")
+    check.add_argument(
+        "--leeway",
+        type=float,
+        default=0.0,
+        help="clock skew in seconds on every time rule, exp included (default 0)",
+    )
+    check.add_argument(
+        "--leeway-ahead",
+        type=float,
+        default=60.0,
+        help="clock skew in seconds allowed on nbf and iat ahead of now (default 60; "
+        "the larger of this and --leeway applies)",
+    )
     peek = commands.add_parser(
         "inspect",
         help="print a token's header and payload WITHOUT verifying",

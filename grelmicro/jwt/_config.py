@@ -161,7 +161,15 @@ class JWTConfig(BaseModel):
     algorithms: Annotated[Names | None, Scope.ISSUER] = None
     """Allowed algorithms. ``None``: the configured keys' own."""
     leeway: Annotated[Seconds, Scope.ISSUER] = 0.0
-    """Clock skew tolerated on ``exp``, ``nbf`` and ``iat``, in seconds (or a timedelta)."""
+    """Clock skew tolerated on every time rule, in seconds (or a timedelta): ``exp``
+    and ``max_age`` (this server's clock ahead of the issuer's) and, at least,
+    ``nbf`` and ``iat``."""
+    leeway_ahead: Annotated[Seconds, Scope.ISSUER] = 60.0
+    """Clock skew tolerated on ``nbf`` and ``iat`` (the issuer's clock ahead of this
+    server's), in seconds (or a timedelta): a token minted a moment ago by an
+    issuer whose clock runs fast is accepted. The rule applies the larger of
+    ``leeway`` and ``leeway_ahead``; ``exp`` never gets it. 0 with
+    ``leeway=0``: no skew either way."""
     require_exp: Annotated[StrictBool, Scope.ISSUER] = True
     """``exp`` is required unless this is ``False`` (the only way to accept
     tokens that never expire)."""
@@ -364,6 +372,7 @@ class IssuerSettings(TypedDict, total=False):
     azp: str | Sequence[str] | None
     algorithms: AlgorithmName | Sequence[AlgorithmName] | None
     leeway: float | timedelta | None
+    leeway_ahead: float | timedelta | None
     require_exp: bool | None
     required: Sequence[str] | None
     typ: str | None

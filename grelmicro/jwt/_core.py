@@ -163,12 +163,12 @@ _TIME_ERRORS: dict[type[errors.JWTError], tuple[str, str, str]] = {
     errors.TokenNotYetValidError: (
         "nbf",
         "not_before",
-        "token is not valid before {} (now {}, leeway {})",
+        "token is not valid before {} (now {}, leeway ahead {})",
     ),
     errors.TokenIssuedInFutureError: (
         "iat",
         "issued_at",
-        "token was issued in the future at {} (now {}, leeway {})",
+        "token was issued in the future at {} (now {}, leeway ahead {})",
     ),
     errors.TokenTooOldError: (
         "iat",

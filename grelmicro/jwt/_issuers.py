@@ -77,14 +77,15 @@ class Issuer:
 
     The policy keywords are :class:`~grelmicro.jwt.IssuerSettings`: every
     :class:`~grelmicro.jwt.JWTConfig` setting that checks the token
-    (``audience``, ``azp``, ``algorithms``, ``leeway``, ``require_exp``,
+    (``audience``, ``azp``, ``algorithms``, ``leeway``, ``leeway_ahead``, ``require_exp``,
     ``required``, ``typ``, ``max_age``); the verifier-wide ones (``issuer``,
     the size limits, the cache) are refused here. Settings left ``None``
     take the verifier's; ``required`` adds to the verifier's claims.
 
     A setting that would loosen the verifier's policy for this issuer (fewer
     required claims, ``require_exp=False``, another ``typ``, a longer
-    ``max_age``, a larger ``leeway``, an empty ``audience`` or ``azp``) is
+    ``max_age``, a larger ``leeway`` or ``leeway_ahead``, an empty
+    ``audience`` or ``azp``) is
     refused when the verifier is built unless ``allow_weaker`` names it; a
     named ``required`` then replaces the verifier's claims instead of adding
     to them.
@@ -317,6 +318,7 @@ def _loosened(base: JWTConfig, config: JWTConfig) -> list[str]:
         "max_age": base.max_age is not None
         and (config.max_age is None or config.max_age > base.max_age),
         "leeway": config.leeway > base.leeway,
+        "leeway_ahead": config.leeway_ahead > base.leeway_ahead,
         "audience": bool(base.audience) and not config.audience,
         "azp": bool(base.azp) and not config.azp,
     }

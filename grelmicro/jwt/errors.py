@@ -206,7 +206,7 @@ class TokenNotYetValidError(ClaimsRejectedError):
     now: datetime | None = None
     """The time the token was checked against (aware, UTC)."""
     leeway: timedelta | None = None
-    """The configured clock-skew tolerance."""
+    """The tolerance applied ahead of now: the larger of ``leeway`` and ``leeway_ahead``."""
 
 
 class TokenIssuedInFutureError(ClaimsRejectedError):
@@ -220,7 +220,7 @@ class TokenIssuedInFutureError(ClaimsRejectedError):
     now: datetime | None = None
     """The time the token was checked against (aware, UTC)."""
     leeway: timedelta | None = None
-    """The configured clock-skew tolerance."""
+    """The tolerance applied ahead of now: the larger of ``leeway`` and ``leeway_ahead``."""
 
 
 class TokenTooOldError(ClaimsRejectedError):

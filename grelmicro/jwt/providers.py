@@ -24,6 +24,8 @@ from grelmicro.jwt._tenants import TenantsOption
 from grelmicro.jwt.errors import ConfigurationError
 
 __all__ = [
+    "FIREBASE_JWKS",
+    "FIREBASE_X509",
     "auth0",
     "cognito",
     "entra",
@@ -229,18 +231,33 @@ def google(client_id: str | Sequence[str], **options: Any) -> Issuer:
     )
 
 
-def firebase(project_id: str, **options: Any) -> Issuer:
+#: Firebase's keys for ``securetoken`` ID tokens as JWKs (Google's JWK form).
+FIREBASE_JWKS = (
+    "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
+)
+#: The same keys as Firebase documents them: an object of ``kid`` to PEM X.509 certificate.
+FIREBASE_X509 = (
+    "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
+)
+
+
+def firebase(
+    project_id: str, *, key_form: Literal["jwk", "x509"] = "jwk", **options: Any
+) -> Issuer:
     """Firebase Authentication ID tokens: issuer ``https://securetoken.google.com/<project>``.
 
-    The audience is the project id; the keys are Google's JWK form of the
-    ``securetoken`` service account.
+    The audience is the project id. ``key_form`` picks which of Google's two
+    publications of the ``securetoken`` keys is fetched: ``"jwk"``
+    (:data:`FIREBASE_JWKS`, a JWKS) or ``"x509"`` (:data:`FIREBASE_X509`,
+    the endpoint Firebase's documentation names: ``kid`` to PEM certificate,
+    read as RS256 keys). Both carry the same keys and a ``Cache-Control``
+    max-age that the key source follows; ``jwks_url=`` replaces either.
     """
-    jwks = (
-        "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com"
-    )
+    if key_form not in ("jwk", "x509"):
+        raise ConfigurationError('key_form is "jwk" or "x509"')
     return Issuer(
         options.pop("issuer", f"https://securetoken.google.com/{project_id}"),
-        jwks_url=options.pop("jwks_url", jwks),
+        jwks_url=options.pop("jwks_url", FIREBASE_X509 if key_form == "x509" else FIREBASE_JWKS),
         audience=project_id,
         **options,
     )

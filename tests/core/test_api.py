@@ -171,8 +171,8 @@ def _leak_cases() -> list[tuple[str, dict[str, Any], str]]:
         (f"{head}.{body}.{mac}=", aud, "malformed"),
         (f"{head}.{body}x.{mac}", aud, "malformed"),  # payload base64 is checked first
         (t({**PAYLOAD, "exp": NOW - 1}), aud, "expired"),
-        (t({**PAYLOAD, "nbf": NOW + 9}), aud, "not-yet-valid"),
-        (t({**PAYLOAD, "iat": NOW + 9}), aud, "issued-in-future"),
+        (t({**PAYLOAD, "nbf": NOW + 99}), aud, "not-yet-valid"),
+        (t({**PAYLOAD, "iat": NOW + 99}), aud, "issued-in-future"),
         (t({**PAYLOAD, "iat": NOW - 999}), {**aud, "max_age": 5}, "too-old"),
         (t(), {"audience": ["other"]}, "audience"),
         (t(), {}, "audience"),

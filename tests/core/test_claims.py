@@ -1,6 +1,7 @@
 """Registered-claim rules at their boundaries (design §4).
 
-``now < exp + leeway``, ``now >= nbf - leeway``, ``iat <= now + leeway``,
+``now < exp + leeway``, ``now >= nbf - ahead``, ``iat <= now + ahead`` with
+``ahead = max(leeway, leeway_ahead)`` (``leeway_ahead`` 60 s by default),
 ``now - iat <= max_age + leeway``; audience, issuer, typ and required claims.
 Each row gives the policy, the token and the expected kind_of.
 """
@@ -15,6 +16,7 @@ import pytest
 from grelmicro_core import Policy
 from support import NOW, error_of, hs256, key_for, kind_of, rejection, verifier
 
+STRICT: dict[str, Any] = {"required": [], "leeway_ahead": 0}
 NO_REQUIRED: dict[str, Any] = {"required": []}
 
 
@@ -33,17 +35,39 @@ NO_REQUIRED: dict[str, Any] = {"required": []}
         ({}, {"exp": 2**70}, NOW, "ok"),
         ({}, {"exp": -(2**70)}, NOW, "expired"),
         ({}, {"exp": 0}, NOW, "expired"),
-        # nbf: inclusive lower bound.
-        (NO_REQUIRED, {"nbf": NOW}, NOW, "ok"),
-        (NO_REQUIRED, {"nbf": NOW + 1}, NOW, "not-yet-valid"),
-        (NO_REQUIRED, {"nbf": NOW + 0.001}, NOW, "not-yet-valid"),
-        ({"leeway": 5, "required": []}, {"nbf": NOW + 5}, NOW, "ok"),
-        ({"leeway": 5, "required": []}, {"nbf": NOW + 5.001}, NOW, "not-yet-valid"),
-        # iat: not in the future.
-        (NO_REQUIRED, {"iat": NOW}, NOW, "ok"),
-        (NO_REQUIRED, {"iat": NOW + 1}, NOW, "issued-in-future"),
-        ({"leeway": 5, "required": []}, {"iat": NOW + 5}, NOW, "ok"),
-        ({"leeway": 5, "required": []}, {"iat": NOW + 5.5}, NOW, "issued-in-future"),
+        # nbf: inclusive lower bound, leeway_ahead (default 60 s) ahead of now.
+        (STRICT, {"nbf": NOW}, NOW, "ok"),
+        (STRICT, {"nbf": NOW + 1}, NOW, "not-yet-valid"),
+        (STRICT, {"nbf": NOW + 0.001}, NOW, "not-yet-valid"),
+        (NO_REQUIRED, {"nbf": NOW + 60}, NOW, "ok"),
+        (NO_REQUIRED, {"nbf": NOW + 61}, NOW, "not-yet-valid"),
+        (NO_REQUIRED, {"nbf": NOW + 60.001}, NOW, "not-yet-valid"),
+        ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"nbf": NOW + 5}, NOW, "ok"),
+        (
+            {"leeway": 5, "leeway_ahead": 0, "required": []},
+            {"nbf": NOW + 5.001},
+            NOW,
+            "not-yet-valid",
+        ),
+        # The larger of leeway and leeway_ahead applies.
+        ({"leeway": 90, "required": []}, {"nbf": NOW + 90}, NOW, "ok"),
+        ({"leeway": 90, "required": []}, {"nbf": NOW + 91}, NOW, "not-yet-valid"),
+        # iat: not in the future, beyond the same allowance.
+        (STRICT, {"iat": NOW}, NOW, "ok"),
+        (STRICT, {"iat": NOW + 1}, NOW, "issued-in-future"),
+        (NO_REQUIRED, {"iat": NOW + 60}, NOW, "ok"),
+        (NO_REQUIRED, {"iat": NOW + 61}, NOW, "issued-in-future"),
+        ({"leeway": 5, "leeway_ahead": 0, "required": []}, {"iat": NOW + 5}, NOW, "ok"),
+        (
+            {"leeway": 5, "leeway_ahead": 0, "required": []},
+            {"iat": NOW + 5.5},
+            NOW,
+            "issued-in-future",
+        ),
+        ({"leeway_ahead": 120, "required": []}, {"iat": NOW + 120}, NOW, "ok"),
+        ({"leeway_ahead": 120, "required": []}, {"iat": NOW + 121}, NOW, "issued-in-future"),
+        # exp never gets the allowance ahead.
+        ({"leeway_ahead": 120}, {"exp": NOW}, NOW, "expired"),
         # max_age: measured from iat, leeway added; it makes iat required.
         ({"max_age": 60, "required": []}, {"iat": NOW - 60}, NOW, "ok"),
         ({"max_age": 60, "required": []}, {"iat": NOW - 60.5}, NOW, "too-old"),
@@ -51,8 +75,8 @@ NO_REQUIRED: dict[str, Any] = {"required": []}
         ({"max_age": 60, "leeway": 5, "required": []}, {"iat": NOW - 65.5}, NOW, "too-old"),
         ({"max_age": 60, "required": []}, {"sub": "u"}, NOW, "missing-claim"),
         # Every time claim is checked, not only the first failing one.
-        ({}, {"exp": NOW + 10, "nbf": NOW + 5}, NOW, "not-yet-valid"),
-        ({}, {"exp": NOW + 10, "iat": NOW + 5}, NOW, "issued-in-future"),
+        ({}, {"exp": NOW + 100, "nbf": NOW + 65}, NOW, "not-yet-valid"),
+        ({}, {"exp": NOW + 100, "iat": NOW + 65}, NOW, "issued-in-future"),
     ],
 )
 def test_time_claims(

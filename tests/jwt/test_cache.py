@@ -262,13 +262,33 @@ def test_rejections_are_never_stored(cache_key: str, token: Callable[..., str]):
 
 def test_a_rejected_token_is_accepted_once_it_becomes_valid(token: Callable[..., str]):
     verifier = JWTVerifier([Key.secret(SECRET)])
-    text = token(nbf=NOW + 10)
+    text = token(nbf=NOW + 70)
 
     with pytest.raises(TokenNotYetValidError):
         verifier.verify(text, now=NOW)
 
-    assert verifier.verify(text, now=NOW + 10).get("nbf") == NOW + 10
+    # Within the default 60 s allowed ahead: accepted before nbf, and cached.
+    assert verifier.verify(text, now=NOW + 10).get("nbf") == NOW + 70
     assert len(cache_of(verifier)) == 1
+
+
+def test_a_token_cached_inside_the_allowance_ahead_is_judged_at_each_time(
+    cache_key: str, signer: Signer
+):
+    """Stored while its nbf is still ahead: served later, never before it was stored,
+    and never past exp (the allowance ahead does not reach exp)."""
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key, cache_ttl=3600)
+    text = signer.mint({"exp": NOW + 100, "nbf": NOW + 30, "iat": NOW + 30})
+
+    first = verifier.verify(text, now=NOW)
+    assert entry_for(verifier, text) is not None
+    assert verifier.verify(text, now=NOW + 50) is first
+    assert verifier.verify(text, now=NOW + 99.5) is first
+    with pytest.raises(ExpiredTokenError):
+        verifier.verify(text, now=NOW + 100)
+    # Earlier than it was stored, and beyond the allowance: the core decides, and refuses.
+    with pytest.raises(TokenNotYetValidError):
+        verifier.verify(text, now=NOW - 31)
 
 
 # -- eviction ---------------------------------------------------------------------------------
@@ -405,7 +425,7 @@ def test_a_clock_going_back_misses_the_cache_and_lets_the_core_decide(
     cache_key: str, signer: Signer
 ):
     """An entry is served only from its storing time on: an earlier ``now`` re-verifies."""
-    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key)
+    verifier = JWTVerifier([Key.secret(SECRET)], cache_key=cache_key, leeway_ahead=0)
     text = signer.mint({"exp": NOW + 1000, "nbf": NOW - 10})
 
     first = verifier.verify(text, now=NOW)

@@ -154,6 +154,19 @@ def test_verify_accepts_and_prints_the_claims():
     assert SECRET_TEXT not in result.stdout + result.stderr
 
 
+def test_verify_allows_nbf_ahead_by_leeway_ahead():
+    # The real clock: nbf 30 s ahead is inside the default 60 s, outside 0.
+    token = hmac_key().mint({**fresh(), "nbf": int(time.time()) + 30})
+
+    accepted = run("verify", token, "--secret-env", "JWT_SECRET", env=HS_ENV)
+    strict = run("verify", token, "--secret-env", "JWT_SECRET", "--leeway-ahead", "0", env=HS_ENV)
+
+    assert accepted.returncode == 0, accepted.stderr
+    assert strict.returncode == 1
+    assert one_line_error(strict).startswith("rejected: not-yet-valid: token is not valid before")
+    assert "leeway ahead 0s" in one_line_error(strict)
+
+
 @pytest.mark.parametrize("argument", [["-"], []])
 def test_verify_reads_stdin(argument: list[str]):
     token = hmac_key().mint(fresh())

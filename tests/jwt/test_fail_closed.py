@@ -577,13 +577,17 @@ def test_expired_carries_datetimes_and_iso_message(signer: Signer):
 
 def test_other_time_refusals_carry_their_times(signer: Signer):
     with pytest.raises(TokenNotYetValidError) as nbf:
-        verifier().verify(signer.mint({**FRESH, "nbf": NOW + 30}), now=NOW)
-    assert nbf.value.not_before == _at(NOW + 30)
+        verifier().verify(signer.mint({**FRESH, "nbf": NOW + 90}), now=NOW)
+    assert nbf.value.not_before == _at(NOW + 90)
     assert nbf.value.now == _at(NOW)
+    # The allowance applied ahead of now (leeway_ahead's default), not leeway's 0.
+    assert nbf.value.leeway == timedelta(seconds=60)
+    assert "(now 2023-11-14T22:13:20Z, leeway ahead 60s)" in str(nbf.value)
 
     with pytest.raises(TokenIssuedInFutureError) as iat:
-        verifier().verify(signer.mint({**FRESH, "iat": NOW + 30}), now=NOW)
+        verifier(leeway=5, leeway_ahead=0).verify(signer.mint({**FRESH, "iat": NOW + 30}), now=NOW)
     assert iat.value.issued_at == _at(NOW + 30)
+    assert iat.value.leeway == timedelta(seconds=5)
 
     with pytest.raises(TokenTooOldError) as old:
         verifier(max_age=60).verify(signer.mint({**FRESH, "iat": NOW - 100}), now=NOW)

@@ -79,6 +79,7 @@ OWN_VALUES: dict[str, Any] = {
     "azp": "app-1",
     "algorithms": ["HS256"],
     "leeway": 0,
+    "leeway_ahead": 30,
     "require_exp": True,
     "required": ["sub"],
     "typ": "JWT",
@@ -176,6 +177,7 @@ LOOSER = [
     pytest.param({"typ": "at+jwt"}, {"typ": "JWT"}, "typ", id="typ"),
     pytest.param({"max_age": 60}, {"max_age": 3600}, "max_age", id="max-age"),
     pytest.param({"leeway": 5}, {"leeway": 60}, "leeway", id="leeway"),
+    pytest.param({}, {"leeway_ahead": 300}, "leeway_ahead", id="leeway-ahead"),
     pytest.param({"audience": AUD}, {"audience": []}, "audience", id="audience"),
     pytest.param({"azp": "app-1"}, {"azp": []}, "azp", id="azp"),
 ]
@@ -204,6 +206,7 @@ def test_a_profile_typ_cannot_be_replaced_silently():
     [
         ({"max_age": 3600}, {"max_age": 60}),
         ({"leeway": 60}, {"leeway": 5}),
+        ({}, {"leeway_ahead": 0}),
         ({}, {"typ": "at+jwt"}),
         ({}, {"max_age": 60}),
         ({"audience": AUD}, {"audience": "api://other"}),

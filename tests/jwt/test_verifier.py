@@ -54,39 +54,66 @@ POLICY_TABLE = [
         rejected(ExpiredTokenError, "expired"),
         id="exp-at-leeway",
     ),
-    # nbf: valid once now >= nbf - leeway
+    # nbf: valid once now >= nbf - max(leeway, leeway_ahead); leeway_ahead 60 by default
     pytest.param({}, {"nbf": NOW}, {}, OK, id="nbf-equals-now"),
+    pytest.param({}, {"nbf": NOW + 1}, {}, OK, id="nbf-one-second-ahead"),
+    pytest.param({}, {"nbf": NOW + 60}, {}, OK, id="nbf-at-default-allowance"),
     pytest.param(
         {},
+        {"nbf": NOW + 61},
+        {},
+        rejected(TokenNotYetValidError, "not-yet-valid"),
+        id="nbf-one-second-past-default-allowance",
+    ),
+    pytest.param(
+        {"leeway_ahead": 0},
         {"nbf": NOW + 1},
         {},
         rejected(TokenNotYetValidError, "not-yet-valid"),
-        id="nbf-one-second-ahead",
+        id="nbf-one-second-ahead-strict",
     ),
-    pytest.param({"leeway": 5}, {"nbf": NOW + 5}, {}, OK, id="nbf-at-leeway"),
+    pytest.param({"leeway": 5, "leeway_ahead": 0}, {"nbf": NOW + 5}, {}, OK, id="nbf-at-leeway"),
     pytest.param(
-        {"leeway": 5},
+        {"leeway": 5, "leeway_ahead": 0},
         {"nbf": NOW + 6},
         {},
         rejected(TokenNotYetValidError, "not-yet-valid"),
         id="nbf-beyond-leeway",
     ),
-    # iat: not in the future beyond leeway
+    pytest.param({"leeway": 90}, {"nbf": NOW + 90}, {}, OK, id="nbf-at-larger-leeway"),
+    # iat: not in the future beyond the same allowance
     pytest.param({}, {"iat": NOW}, {}, OK, id="iat-equals-now"),
+    pytest.param({}, {"iat": NOW + 1}, {}, OK, id="iat-one-second-ahead"),
+    pytest.param({}, {"iat": NOW + 60}, {}, OK, id="iat-at-default-allowance"),
     pytest.param(
         {},
-        {"iat": NOW + 1},
+        {"iat": NOW + 61},
         {},
         rejected(TokenIssuedInFutureError, "issued-in-future"),
-        id="iat-one-second-ahead",
+        id="iat-one-second-past-default-allowance",
     ),
-    pytest.param({"leeway": 5}, {"iat": NOW + 5}, {}, OK, id="iat-at-leeway"),
+    pytest.param({"leeway_ahead": 300}, {"iat": NOW + 300}, {}, OK, id="iat-at-leeway-ahead"),
     pytest.param(
-        {"leeway": 5},
+        {"leeway_ahead": 300},
+        {"iat": NOW + 301},
+        {},
+        rejected(TokenIssuedInFutureError, "issued-in-future"),
+        id="iat-beyond-leeway-ahead",
+    ),
+    pytest.param(
+        {"leeway": 5, "leeway_ahead": 0},
         {"iat": NOW + 6},
         {},
         rejected(TokenIssuedInFutureError, "issued-in-future"),
         id="iat-beyond-leeway",
+    ),
+    # exp never gets the allowance ahead
+    pytest.param(
+        {"leeway_ahead": 300},
+        {"exp": NOW},
+        {},
+        rejected(ExpiredTokenError, "expired"),
+        id="exp-equals-now-whatever-leeway-ahead",
     ),
     # max_age, counted from iat
     pytest.param({"max_age": 60}, {"iat": NOW - 60}, {}, OK, id="max-age-exactly"),
@@ -505,7 +532,7 @@ def test_injected_clock_is_used_when_now_is_not_given(
     cache_mode: dict[str, Any], make_verifier: Callable[..., JWTVerifier], token: Callable[..., str]
 ):
     clock = FakeClock(NOW - 11)
-    verifier = make_verifier(clock=clock, **cache_mode)
+    verifier = make_verifier(clock=clock, leeway_ahead=0, **cache_mode)
     text = token(exp=NOW + 10, nbf=NOW - 10)
 
     with pytest.raises(TokenNotYetValidError):

@@ -94,7 +94,11 @@ class KeySet:
         allow_symmetric: bool = False,
         max_keys: int = ...,
     ) -> KeySet:
-        """A JWKS document (JSON text); unusable keys are skipped."""
+        """A JWKS document (JSON text); unusable keys are skipped.
+
+        Also the X.509 form (an object of ``kid`` to PEM certificate, as
+        Google and Firebase publish): each certificate's key, RS256 for RSA.
+        """
     @property
     def skipped(self) -> list[tuple[str | None, str, str]]:
         """``(kid, code, reason)`` for every key that was left out.
@@ -111,7 +115,7 @@ class Policy:
     """A validated verification policy.
 
     The keywords are the core's policy options (``audience``, ``issuer``,
-    ``algorithms``, ``leeway``, ``required``, ``typ``, ``max_age``,
+    ``algorithms``, ``leeway``, ``leeway_ahead``, ``required``, ``typ``, ``max_age``,
     ``max_token_size``, ``max_depth``, ...): the core owns their list, their
     defaults and their ranges, and ``grelmicro.jwt.JWTConfig`` gives them
     their Python types. An unknown keyword is a ``TypeError``; a value out of
@@ -123,6 +127,9 @@ class Policy:
     def max_token_size(self) -> int: ...
     @property
     def leeway(self) -> float: ...
+    @property
+    def leeway_ahead(self) -> float:
+        """The tolerance on ``nbf`` and ``iat`` ahead of now: max(leeway, leeway_ahead)."""
 
 @final
 class Verifier:

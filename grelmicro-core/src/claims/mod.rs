@@ -166,7 +166,9 @@ pub struct Verified<V> {
     pub claims: V,
     /// The earliest of `exp` and, under `max_age`, `iat + max_age` (leeway
     /// never extends it); `None` without `exp`: the answer has no end, so
-    /// it is never cached.
+    /// it is never cached. `nbf` and `iat` need no bound here: once they
+    /// pass at `now` they pass at every later time, and a cache serves an
+    /// answer only from the time it was stored on.
     pub valid_until: Option<f64>,
 }
 
@@ -322,13 +324,18 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
             return Err(missing_claim(name));
         }
     }
+    // `leeway` covers this server's clock running ahead of the issuer's
+    // (`exp`, `max_age`); `ahead` the issuer's running ahead of this
+    // server's (`nbf`, `iat`): a fresh token is not refused for a few
+    // seconds of skew while `exp` stays exactly as configured.
     let leeway = policy.leeway;
+    let ahead = policy.ahead;
     let has = |claim: Claim| seen.present & claim.bit() != 0;
     // Each rule is written as the condition that must hold, so a NaN time
     // (an integer too large to convert) fails it instead of passing.
     let before_exp = now < seen.exp + leeway;
-    let after_nbf = now >= seen.nbf - leeway;
-    let iat_past = seen.iat <= now + leeway;
+    let after_nbf = now >= seen.nbf - ahead;
+    let iat_past = seen.iat <= now + ahead;
     if has(Claim::Exp) && !before_exp {
         return Err(Error::with(
             ErrorKind::Expired,
@@ -347,30 +354,30 @@ fn check(policy: &Policy, seen: &Seen, now: f64) -> Result<()> {
         return Err(Error::with(
             ErrorKind::NotYetValid,
             format!(
-                "token is not valid before {} (now {}, leeway {}s)",
+                "token is not valid before {} (now {}, leeway ahead {}s)",
                 show(seen.nbf),
                 show(now),
-                show(leeway)
+                show(ahead)
             ),
         )
         .detail("nbf", Detail::Number(seen.nbf))
         .detail("now", Detail::Number(now))
-        .detail("leeway", Detail::Number(leeway)));
+        .detail("leeway", Detail::Number(ahead)));
     }
     if has(Claim::Iat) {
         if !iat_past {
             return Err(Error::with(
                 ErrorKind::IssuedInFuture,
                 format!(
-                    "token was issued in the future at {} (now {}, leeway {}s)",
+                    "token was issued in the future at {} (now {}, leeway ahead {}s)",
                     show(seen.iat),
                     show(now),
-                    show(leeway)
+                    show(ahead)
                 ),
             )
             .detail("iat", Detail::Number(seen.iat))
             .detail("now", Detail::Number(now))
-            .detail("leeway", Detail::Number(leeway)));
+            .detail("leeway", Detail::Number(ahead)));
         }
         if let Some(max_age) = policy.max_age {
             let young_enough = now - seen.iat <= max_age + leeway;

@@ -103,6 +103,7 @@ fn exp_boundary_is_exclusive() {
 fn nbf_and_iat_boundaries() {
     let p = policy(PolicyOptions {
         required: vec![],
+        leeway_ahead: 0.0,
         ..Default::default()
     });
     assert!(run(r#"{"nbf":100}"#, &p, 100.0).is_ok());
@@ -117,6 +118,98 @@ fn nbf_and_iat_boundaries() {
     assert!(run(r#"{"iat":100}"#, &aged, 160.0).is_ok());
     assert_eq!(kind(r#"{"iat":100}"#, &aged, 160.5), ErrorKind::TooOld);
     assert_eq!(kind(r#"{}"#, &aged, 100.0), ErrorKind::MissingClaim);
+}
+
+#[test]
+#[allow(clippy::float_cmp)] // exact values: set from literals, never computed
+fn nbf_and_iat_ahead_get_the_default_allowance_exp_none() {
+    let p = policy(PolicyOptions::default());
+    assert_eq!(p.leeway_ahead(), 60.0);
+    // nbf and iat up to 60 s ahead of now pass, exactly at the bound too.
+    assert!(run(r#"{"exp":1000,"nbf":160}"#, &p, 100.0).is_ok());
+    assert!(run(r#"{"exp":1000,"iat":160}"#, &p, 100.0).is_ok());
+    assert!(run(r#"{"exp":1000,"nbf":160,"iat":160}"#, &p, 100.0).is_ok());
+    // One second past the allowance is refused.
+    assert_eq!(
+        kind(r#"{"exp":1000,"nbf":161}"#, &p, 100.0),
+        ErrorKind::NotYetValid
+    );
+    assert_eq!(
+        kind(r#"{"exp":1000,"iat":161}"#, &p, 100.0),
+        ErrorKind::IssuedInFuture
+    );
+    // exp keeps leeway 0: expired at exp exactly, allowance or not.
+    assert!(run(r#"{"exp":100}"#, &p, 99.0).is_ok());
+    assert_eq!(kind(r#"{"exp":100}"#, &p, 100.0), ErrorKind::Expired);
+    // max_age counts back from iat with leeway only.
+    let aged = policy(PolicyOptions {
+        max_age: Some(60.0),
+        ..Default::default()
+    });
+    assert!(run(r#"{"exp":1000,"iat":100}"#, &aged, 160.0).is_ok());
+    assert_eq!(
+        kind(r#"{"exp":1000,"iat":100}"#, &aged, 161.0),
+        ErrorKind::TooOld
+    );
+    assert!(run(r#"{"exp":1000,"iat":160}"#, &aged, 100.0).is_ok());
+}
+
+#[test]
+#[allow(clippy::float_cmp)] // exact values: the larger of two literals
+fn the_allowance_ahead_is_the_larger_of_leeway_and_leeway_ahead() {
+    let both = |leeway: f64, leeway_ahead: f64| {
+        policy(PolicyOptions {
+            leeway,
+            leeway_ahead,
+            ..Default::default()
+        })
+    };
+    // leeway above leeway_ahead: leeway both ways (the rule before).
+    let wide = both(300.0, 60.0);
+    assert_eq!(wide.leeway_ahead(), 300.0);
+    assert!(run(r#"{"exp":1000,"nbf":400}"#, &wide, 100.0).is_ok());
+    assert_eq!(
+        kind(r#"{"exp":1000,"nbf":401}"#, &wide, 100.0),
+        ErrorKind::NotYetValid
+    );
+    assert!(run(r#"{"exp":100}"#, &wide, 399.0).is_ok());
+    assert_eq!(kind(r#"{"exp":100}"#, &wide, 400.0), ErrorKind::Expired);
+    // leeway_ahead above leeway: ahead only, exp keeps leeway.
+    let ahead = both(5.0, 120.0);
+    assert!(run(r#"{"exp":1000,"iat":220}"#, &ahead, 100.0).is_ok());
+    assert_eq!(
+        kind(r#"{"exp":1000,"iat":221}"#, &ahead, 100.0),
+        ErrorKind::IssuedInFuture
+    );
+    assert!(run(r#"{"exp":100}"#, &ahead, 104.0).is_ok());
+    assert_eq!(kind(r#"{"exp":100}"#, &ahead, 105.0), ErrorKind::Expired);
+    // Both zero: strict, as before this allowance existed.
+    let strict = both(0.0, 0.0);
+    assert_eq!(
+        kind(r#"{"exp":1000,"nbf":101}"#, &strict, 100.0),
+        ErrorKind::NotYetValid
+    );
+}
+
+#[test]
+fn not_yet_valid_messages_name_the_allowance_ahead() {
+    let p = policy(PolicyOptions {
+        leeway: 5.0,
+        ..Default::default()
+    });
+    let err = run(r#"{"exp":1000,"nbf":200}"#, &p, 100.0).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "token is not valid before 200 (now 100, leeway ahead 60s)"
+    );
+    assert!(err.context().contains(&("leeway", Detail::Number(60.0))));
+    let err = run(r#"{"exp":1000,"iat":200}"#, &p, 100.0).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "token was issued in the future at 200 (now 100, leeway ahead 60s)"
+    );
+    let err = run(r#"{"exp":90}"#, &p, 100.0).unwrap_err();
+    assert_eq!(err.message(), "token expired at 90 (now 100, leeway 5s)");
 }
 
 #[test]

@@ -8,6 +8,12 @@ pub const DEFAULT_MAX_TOKEN_SIZE: usize = 8 * 1024;
 /// Default cap on JSON nesting depth.
 pub const DEFAULT_MAX_DEPTH: usize = 64;
 
+/// Default allowance, in seconds, for a token whose `nbf` or `iat` is ahead
+/// of this server's clock (Envoy's `jwt_authn` allows 60 s of skew): a token
+/// minted a moment ago by an issuer whose clock runs a little fast is
+/// accepted, while `exp` keeps exactly the configured `leeway`.
+pub const DEFAULT_LEEWAY_AHEAD: f64 = 60.0;
+
 /// Registered claims that can be listed as required.
 pub(crate) const REGISTERED: [&str; 7] = ["exp", "nbf", "iat", "iss", "aud", "sub", "jti"];
 
@@ -25,9 +31,16 @@ struct Limit {
 /// The one table of numeric limits: every range an option has is here, and
 /// nowhere else (the Python config only checks types). A refusal names the
 /// field and the range, never the value given.
-const LIMITS: [Limit; 4] = [
+const LIMITS: [Limit; 5] = [
     Limit {
         field: "leeway",
+        min: 0.0,
+        min_allowed: true,
+        max: 3600.0,
+        expected: "a finite number of seconds between 0 and 3600",
+    },
+    Limit {
+        field: "leeway_ahead",
         min: 0.0,
         min_allowed: true,
         max: 3600.0,
@@ -83,7 +96,12 @@ pub struct Policy {
     pub(crate) azp: Vec<String>,
     /// `None`: the algorithms of the configured keys.
     pub(crate) algorithms: Option<AlgorithmSet>,
+    /// Tolerance on `exp` and `max_age` (this server's clock ahead of the
+    /// issuer's), and the least tolerance on `nbf` and `iat`.
     pub(crate) leeway: f64,
+    /// Tolerance on `nbf` and `iat` (the issuer's clock ahead of this
+    /// server's): the larger of `leeway` and `leeway_ahead`, fixed here once.
+    pub(crate) ahead: f64,
     /// Bit `i` set when `REGISTERED[i]` is required.
     pub(crate) required_registered: u8,
     /// Required claims outside the registered set.
@@ -113,6 +131,7 @@ pub struct PolicyOptions {
     pub azp: Vec<String>,
     pub algorithms: Option<Vec<String>>,
     pub leeway: f64,
+    pub leeway_ahead: f64,
     pub required: Vec<String>,
     pub typ: Option<String>,
     pub max_age: Option<f64>,
@@ -136,6 +155,7 @@ impl Default for PolicyOptions {
             azp: Vec::new(),
             algorithms: None,
             leeway: 0.0,
+            leeway_ahead: DEFAULT_LEEWAY_AHEAD,
             required: vec!["exp".to_owned()],
             typ: None,
             max_age: None,
@@ -218,6 +238,7 @@ impl Policy {
             }
         };
         within("leeway", options.leeway)?;
+        within("leeway_ahead", options.leeway_ahead)?;
         let mut required_registered = 0u8;
         let mut required_other = Vec::new();
         for name in &options.required {
@@ -255,6 +276,7 @@ impl Policy {
             azp: options.azp,
             algorithms,
             leeway: options.leeway,
+            ahead: options.leeway.max(options.leeway_ahead),
             required_registered,
             required_other,
             typ: options.typ.as_deref().map(normalise_typ),
@@ -278,6 +300,12 @@ impl Policy {
 
     pub fn leeway(&self) -> f64 {
         self.leeway
+    }
+
+    /// The tolerance applied to `nbf` and `iat` ahead of `now`: the larger
+    /// of `leeway` and `leeway_ahead`.
+    pub fn leeway_ahead(&self) -> f64 {
+        self.ahead
     }
 
     /// Checks the header `typ` against the policy.

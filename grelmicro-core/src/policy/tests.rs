@@ -28,6 +28,20 @@ fn refusals_name_the_field() {
         ),
         (
             PolicyOptions {
+                leeway_ahead: -1.0,
+                ..Default::default()
+            },
+            "leeway_ahead",
+        ),
+        (
+            PolicyOptions {
+                leeway_ahead: f64::NAN,
+                ..Default::default()
+            },
+            "leeway_ahead",
+        ),
+        (
+            PolicyOptions {
                 algorithms: Some(vec!["none".into()]),
                 ..Default::default()
             },
@@ -91,9 +105,11 @@ fn limits_hold_at_their_bounds_and_refuse_past_them() {
         edit(&mut options);
         Policy::new(options)
     };
-    let accepted: [Edit; 6] = [
+    let accepted: [Edit; 8] = [
         |o| o.leeway = 0.0,
         |o| o.leeway = 3600.0,
+        |o| o.leeway_ahead = 0.0,
+        |o| o.leeway_ahead = 3600.0,
         |o| o.max_age = Some(f64::MIN_POSITIVE),
         |o| o.max_token_size = 16,
         |o| o.max_token_size = 1 << 20,
@@ -102,8 +118,9 @@ fn limits_hold_at_their_bounds_and_refuse_past_them() {
     for edit in accepted {
         assert!(build(edit).is_ok());
     }
-    let refused: [(Edit, &str, &str); 8] = [
+    let refused: [(Edit, &str, &str); 9] = [
         (|o| o.leeway = 3600.5, "leeway", "3600.5"),
+        (|o| o.leeway_ahead = 3601.0, "leeway_ahead", "3601"),
         (|o| o.leeway = f64::INFINITY, "leeway", "inf"),
         (|o| o.max_age = Some(-2.5), "max_age", "-2.5"),
         (|o| o.max_age = Some(f64::INFINITY), "max_age", "inf"),

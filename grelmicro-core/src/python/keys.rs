@@ -152,7 +152,8 @@ impl PyKeySet {
     }
 
     /// A JWKS document (JSON text). Unusable keys are skipped and listed in
-    /// `skipped`; `oct` keys need `allow_symmetric=True`.
+    /// `skipped`; `oct` keys need `allow_symmetric=True`. An object of `kid`
+    /// to PEM certificate (the X.509 form) is read too (`crate::certificates`).
     #[staticmethod]
     #[pyo3(signature = (document, *, allow_symmetric=false, max_keys=DEFAULT_MAX_KEYS))]
     fn from_jwks(

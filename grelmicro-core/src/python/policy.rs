@@ -47,4 +47,9 @@ impl PyPolicy {
     fn leeway(&self) -> f64 {
         self.inner.leeway()
     }
+
+    #[getter]
+    fn leeway_ahead(&self) -> f64 {
+        self.inner.leeway_ahead()
+    }
 }
