@@ -127,6 +127,7 @@ def entra_b2c(
     tenant_id: str,
     audience: str | Sequence[str],
     authority: str | None = None,
+    user_flows: str | Collection[str] | None = None,
     **options: Any,
 ) -> Issuer:
     """Azure AD B2C (and Entra External ID): one user flow, by its policy metadata.
@@ -135,12 +136,22 @@ def entra_b2c(
     (``https://<name>.b2clogin.com/<name>.onmicrosoft.com/<policy>/v2.0``)
     while its tokens name ``https://<name>.b2clogin.com/<tenant id>/v2.0/``:
     the issuer is given beside the metadata URL, and the document must name it.
+
+    Every user flow of a tenant shares that issuer and its keys, so the
+    token's ``tfp`` claim (the user flow that issued it) must be ``policy``,
+    or one of ``user_flows`` when given: a token from another flow of the
+    same tenant (a password reset, a flow without MFA) is refused. The user
+    flows' "claim representing user flow" setting must be ``tfp`` (B2C's
+    default); names compare exactly, as B2C writes them (``B2C_1_signin``).
     """
     base = _base(authority or f"{tenant_name}.b2clogin.com", "authority")
+    values: dict[str, str | Collection[str]] = dict(options.pop("claim_values", None) or {})
+    values["tfp"] = policy if user_flows is None else user_flows
     return Issuer(
         f"{base}/{tenant_id}/v2.0/",
         discover=f"{base}/{tenant_name}.onmicrosoft.com/{policy}/v2.0",
         audience=audience,
+        claim_values=values,
         **options,
     )
 

@@ -112,7 +112,26 @@ def test_entra_b2c_policy_metadata_names_another_issuer(
     )
     claims = auth.verify(mint(key, iss=issuer, aud="client-1", tfp="B2C_1_signin", sub="u"))
     assert claims.issuer == issuer
+    # Every user flow of the tenant shares the issuer and keys: the flow is the tfp claim.
+    for other in ({"tfp": "B2C_1_passwordreset"}, {"tfp": "b2c_1_signin"}, {}):
+        with pytest.raises(InvalidClaimError, match="tfp"):
+            auth.verify(mint(key, iss=issuer, aud="client-1", sub="u", **other))
     auth.close()
+    both = verifier(
+        providers.entra_b2c(
+            "contoso",
+            "B2C_1_signin",
+            tenant_id=T1,
+            audience="client-1",
+            authority=base,
+            user_flows=["B2C_1_signin", "B2C_1_profileedit"],
+            **LOOPBACK,
+        )
+    )
+    assert both.verify(mint(key, iss=issuer, aud="client-1", tfp="B2C_1_profileedit", sub="u"))
+    with pytest.raises(InvalidClaimError):
+        both.verify(mint(key, iss=issuer, aud="client-1", tfp="B2C_1_passwordreset", sub="u"))
+    both.close()
 
 
 def test_auth0(server: DocumentServer, key: Signer) -> None:
