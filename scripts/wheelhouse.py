@@ -166,12 +166,11 @@ def install_locks(out: Path) -> list[Path]:
     cores: dict[str, list[Path]] = {}
     for core in sorted(out.glob("grelmicro_core-*.whl")):
         cores.setdefault(wheel_tags(core)[1], []).append(core)
-    written: list[Path] = []
-    for tag, wheels in cores.items():
-        ours = {"grelmicro": [main], "grelmicro-core": wheels}
-        for extra_set in (None, *lock.EXTRA_SETS):
-            written.append(install_lock(tag, ours, out, extra_set=extra_set))
-    return written
+    return [
+        install_lock(tag, {"grelmicro": [main], "grelmicro-core": wheels}, out, extra_set=extra)
+        for tag, wheels in cores.items()
+        for extra in (None, *lock.EXTRA_SETS)
+    ]
 
 
 def write_index(out: Path) -> Path:

@@ -90,7 +90,8 @@ def relative(path: Path) -> str:
 
 
 def extract(path: Path) -> list[Block]:
-    """Every fenced block whose info string starts with ``python`` or ``py``."""
+    """Every fenced block whose info string starts with ``python`` or ``py``, and every
+    block marked as a repository file (any language)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     index = 0
@@ -106,9 +107,9 @@ def extract(path: Path) -> list[Block]:
         while end < len(lines) and not lines[end].strip().startswith(fence):
             body.append(lines[end][indent:] if lines[end][:indent].isspace() else lines[end])
             end += 1
-        if language in {"python", "py"}:
+        file = _marker(lines, index, _FILE, "path")
+        if language in {"python", "py"} or file is not None:
             code = "\n".join(body) + "\n"
-            file = _marker(lines, index, _FILE, "path")
             reason = _marker(lines, index, _SKIP, "reason")
             blocks.append(Block(relative(path), index + 1, code, reason, file))
         index = end + 1

@@ -86,9 +86,8 @@ def uwsgi(tmp_path: Path, jwks_url: str, *, mode: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
-        process.wait(30)
-        if process.stdout is not None:
-            process.stdout.close()
+        output = process.communicate(timeout=30)[0].decode(errors="replace")
+    assert "Traceback" not in output, output  # a graceful stop logs no traceback
 
 
 def get(url: str, path: str, token: str | None = None) -> httpx.Response:
