@@ -9,7 +9,12 @@ when the pyproject declares it), ours left out, constrained to the versions
 ``scripts/requirements-dev.txt`` tests. It is locked once per supported
 Python (``locks/cp310.txt`` ... ``locks/cp313t.txt``) for Linux, every
 distribution pinned with the SHA-256 of each of its files: the wheelhouse
-downloads them with ``--require-hashes``. ``locks/tools.txt`` locks
+downloads them with ``--require-hashes``. Each extra set of ``EXTRA_SETS``
+(what one kind of service installs: ``flask``, ``django``, ``fastapi``,
+``jwt``) is locked per Python too (``locks/cp312-flask.txt``), within that
+Python's whole lock (``-c locks/<tag>.txt``): the same versions, the same
+files, so one wheelhouse serves every set, and a Flask service installs no
+FastAPI, Starlette, Redis or OpenTelemetry. ``locks/tools.txt`` locks
 ``locks/tools.in``, the tools ``scripts/release.sh`` installs (maturin, zig,
 auditwheel, cyclonedx-bom, uv) with ``--require-hashes``.
 
@@ -43,7 +48,24 @@ DOCS_REQS = ROOT / "docs" / "requirements.txt"
 DOCS_PYTHON = "3.11.7"
 OURS = ("grelmicro", "grelmicro-core")
 #: The extras whose runtime dependencies a release carries (``redis`` only if declared).
-RELEASE_EXTRAS = ("jwt", "fastapi", "otel", "testing", "redis")
+RELEASE_EXTRAS = ("jwt", "fastapi", "otel", "testing", "redis", "flask", "django", "drf")
+#: The extra sets a release locks on their own, per Python: name -> extras.
+#: ``requirements-<tag>-<name>.txt`` installs ``grelmicro[<extras>]`` and only
+#: what they need; ``requirements-<tag>.txt`` stays every release extra.
+EXTRA_SETS = {
+    "jwt": ("jwt",),  # the verifier alone: grelmicro.jwt.wsgi, grelmicro.jwt.asgi
+    "flask": ("jwt", "flask"),
+    "django": ("jwt", "django", "drf"),
+    "fastapi": ("jwt", "fastapi"),
+}
+#: What a set's lock never pins (FastAPI itself requires opentelemetry-api).
+_FOREIGN = ("fastapi", "starlette", "redis", "opentelemetry-api", "cryptography")
+SET_NEVER = {
+    "jwt": (*_FOREIGN, "flask", "django"),
+    "flask": (*_FOREIGN, "django", "djangorestframework"),
+    "django": (*_FOREIGN, "flask", "werkzeug"),
+    "fastapi": ("redis", "cryptography", "flask", "django"),
+}
 #: Interpreter tag -> (python version, free-threaded).
 PYTHONS = {
     "cp310": "3.10",
@@ -72,25 +94,25 @@ def extras_present() -> list[str]:
     return [extra for extra in RELEASE_EXTRAS if extra in declared]
 
 
-def runtime_requirements() -> list[str]:
-    """Every runtime requirement of the release extras, ours left out, in order, once."""
+def runtime_requirements(extras: Sequence[str] | None = None) -> list[str]:
+    """Every runtime requirement of ``extras`` (the release's), ours left out, in order, once."""
     declared = corewheel.read_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
     found: list[str] = []
-    for extra in extras_present():
+    for extra in extras_present() if extras is None else extras:
         for spec in map(str, declared[extra]):
             if corewheel.requirement_name(spec) not in OURS and spec not in found:
                 found.append(spec)
     return found
 
 
-def runtime_in(*, free_threaded: bool = False) -> str:
-    """The text of ``locks/runtime.in`` (or of its free-threaded variant)."""
-    specs = runtime_requirements()
+def runtime_in(*, free_threaded: bool = False, extras: Sequence[str] | None = None) -> str:
+    """The text of ``locks/runtime.in`` (or of its free-threaded variant, or of an extra set)."""
+    specs = runtime_requirements(extras)
     if free_threaded:
         drop = {corewheel.requirement_name(s) for s in (*FT_OVERRIDES, *FT_LEFT_OUT)}
         specs = [s for s in specs if corewheel.requirement_name(s) not in drop]
         specs += FT_OVERRIDES
-    extras = ",".join(extras_present())
+    extras = ",".join(extras_present() if extras is None else extras)
     return (
         HEADER.format(source="pyproject.toml")
         + f"# The runtime dependencies of grelmicro[{extras}], ours left out.\n"
@@ -168,6 +190,20 @@ def wanted(work: Path) -> dict[Path, str]:
     files[LOCKS / "dev.txt"] = HEADER.format(source="locks/dev.in") + compile_dev(work)
     (LOCKS / "dev.txt").write_text(files[LOCKS / "dev.txt"])  # the docs lock is kept within it
     files[LOCKS / "docs.txt"] = HEADER.format(source="docs/requirements.txt") + compile_docs(work)
+    for tag, version in PYTHONS.items():
+        for name, extras in EXTRA_SETS.items():
+            ft = tag.endswith("t")
+            source = work / f"{name}{'-ft' if ft else ''}.in"
+            source.write_text(runtime_in(free_threaded=ft, extras=extras))
+            text = compile_lock(
+                source, version, constrain=False, out=work / f"{tag}-{name}.txt",
+                also=("-c", str(work / f"{tag}.txt")),
+            )  # fmt: skip
+            header = HEADER.format(source=f"pyproject.toml, within locks/{tag}.txt")
+            files[LOCKS / f"{tag}-{name}.txt"] = (
+                header + f"# grelmicro[{','.join(extras)}] only: CPython {version}"
+                f"{'t' if ft else ''}, Linux.\n" + text
+            )
     tools = compile_lock(LOCKS / "tools.in", "3.11", constrain=False, out=work / "tools.txt")
     files[LOCKS / "tools.txt"] = HEADER.format(source="locks/tools.in") + tools
     service = compile_lock(
@@ -228,6 +264,38 @@ def unhashed(text: str) -> list[str]:
     ]
 
 
+def check_sets(tag: str, whole: dict[str, str]) -> list[str]:
+    """What is wrong with ``tag``'s extra-set locks, given its whole lock's pins ``whole``.
+
+    Each pins every requirement of its extras, by hash, at the whole lock's
+    version (the same wheelhouse serves both), and nothing another extra
+    alone brings (``SET_NEVER``: a Flask set pins no FastAPI, Starlette, Redis or
+    OpenTelemetry).
+    """
+    problems: list[str] = []
+    for name, extras in EXTRA_SETS.items():
+        path = LOCKS / f"{tag}-{name}.txt"
+        if not path.exists():
+            problems.append(f"locks/{path.name} is missing")
+            continue
+        text = path.read_text()
+        locked = pins(text)
+        wanted = {corewheel.requirement_name(s) for s in runtime_requirements(extras)}
+        problems += [f"{path.name} does not pin {n}" for n in sorted(wanted - set(locked))]
+        problems += [
+            f"{path.name} pins {n}, which grelmicro[{','.join(extras)}] must not bring"
+            for n in SET_NEVER[name]
+            if n in locked
+        ]
+        problems += [f"{path.name}: {n} has no hash" for n in unhashed(text)]
+        problems += [
+            f"{path.name} pins {n}=={v}, {tag}.txt {whole.get(n)}"
+            for n, v in locked.items()
+            if whole.get(n) != v
+        ]
+    return problems
+
+
 def check() -> int:
     """Offline: ``runtime.in`` matches the pyproject, and every lock pins each of its names.
 
@@ -256,6 +324,7 @@ def check() -> int:
             if name not in locked and name not in left_out
         ]
         problems += [f"{lock.name}: {name} has no hash" for name in unhashed(text)]
+        problems += check_sets(tag, locked)
         if tag.endswith("t"):
             continue  # free-threaded: the newest that installs, not the tested pins
         dev = pins(DEV_REQS.read_text(), python=version)

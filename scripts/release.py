@@ -8,12 +8,15 @@ and its ``.sha256``, unpacking to one directory that holds
 - the wheelhouse: the grelmicro wheel, a profile-guided grelmicro-core wheel
   per interpreter and platform (``manylinux_2_17`` = manylinux2014, linked by
   zig, checked by ``auditwheel show``; ``musllinux_1_2``), and every runtime
-  dependency of the ``jwt``, ``fastapi``, ``otel`` and ``testing`` extras for
+  dependency of the release extras (``lock.RELEASE_EXTRAS``) for
   each (downloaded with ``--require-hashes`` from ``locks/<tag>.txt``);
 - ``simple/``: its PEP 503 index, each link carrying the file's SHA-256;
 - ``requirements-<tag>.txt``: the install lock of each interpreter (every
   file by hash, ``--no-index --find-links`` the directory itself), so that
   installing is ``pip install --require-hashes -r requirements-cp311.txt``;
+  and ``requirements-<tag>-<set>.txt`` for each extra set of
+  ``lock.EXTRA_SETS`` (``flask``, ``django``, ``fastapi``, ``jwt``): only what
+  that set needs, from the same wheels;
 - ``locks/``: the hash locks it was built from; ``sbom.cdx.json``: a
   CycloneDX 1.6 SBOM (scripts/sbom.py): the release as root component, each
   wheel with its hash and licence, ours as first-party ``pkg:generic`` purls;
@@ -138,10 +141,7 @@ def arch() -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
 
-def extras_for(tag: str) -> list[str]:
-    """The extras an interpreter's install lock asks for (no ``testing`` on 3.13t)."""
-    extras = lock.extras_present()
-    return [e for e in extras if not (tag.endswith("t") and e == "testing")]
+extras_for = wheelhouse.extras_for
 
 
 def platform_tags(platform: str) -> list[str]:
@@ -243,24 +243,7 @@ def pgo_of(vpy: Path, wheel: Path) -> str:
     return found
 
 
-def install_lock(tag: str, ours: dict[str, list[Path]], out: Path) -> Path:
-    """``requirements-<tag>.txt``: our wheels by hash, then the lock; installs offline."""
-    extras = ",".join(extras_for(tag))
-    lines = [
-        f"# grelmicro[{extras}] for CPython {tag[2]}.{tag[3:]} on Linux: every file by SHA-256.",
-        "# pip install --require-hashes -r THIS_FILE   (no index: the wheels beside this file)",
-        "--no-index",
-        "--find-links .",
-    ]
-    for name, files in ours.items():
-        version = corewheel.version() if name == "grelmicro" else corewheel.core_version()
-        hashes = " ".join(f"--hash=sha256:{sha256(f)}" for f in files)
-        spec = f"grelmicro[{extras}]" if name == "grelmicro" else name
-        lines.append(f"{spec}=={version} {hashes}")
-    body = (LOCKS / f"{tag}.txt").read_text()
-    path = out / f"requirements-{tag}.txt"
-    path.write_text("\n".join(lines) + "\n" + body)
-    return path
+install_lock = wheelhouse.install_lock
 
 
 def source_date_epoch() -> int:
@@ -366,10 +349,14 @@ def assemble(
     """
     wheelhouse.write_index(out)
     (out / "locks").mkdir(exist_ok=True)
-    for path in ("runtime.in", "tools.in", "tools.txt", *(f"{tag}.txt" for tag in cores)):
+    sets = [f"{tag}-{name}.txt" for tag in cores for name in lock.EXTRA_SETS]
+    for path in ("runtime.in", "tools.in", "tools.txt", *(f"{t}.txt" for t in cores), *sets):
         shutil.copy2(LOCKS / path, out / "locks" / path)
     for tag, wheels in cores.items():
-        install_lock(tag, {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}, out)
+        ours = {"grelmicro": [out / main_wheel.name], "grelmicro-core": wheels}
+        install_lock(tag, ours, out)
+        for name in lock.EXTRA_SETS:
+            install_lock(tag, ours, out, extra_set=name)
     if with_sbom:
         write_sbom(out)
     sha256sums(out)

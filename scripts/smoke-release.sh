@@ -9,7 +9,8 @@
 #    refuse a tampered one, grelmicro.jwt.testing must mint an RS256 token
 #    that the verifier accepts, and the README's FastAPI service must answer
 #    a TestIssuer's tokens as its tests expect (401, 200, 403);
-# 4. one byte changed in one wheel must make the same install fail.
+# 4. requirements-<tag>-flask.txt installs Flask's set only (smoke-flask-set.sh);
+# 5. one byte changed in one wheel must make the same install fail.
 set -euo pipefail
 TARBALL="$(cd "$(dirname "${1:?usage: smoke-release.sh TARBALL [PYTHON]}")" && pwd)/$(basename "$1")"
 PYTHON="${2:-python3}"
@@ -116,6 +117,9 @@ print(f"grelmicro_core.PGO={grelmicro_core.PGO}; {what}; a tampered token refuse
       "the README's service answered 401/200/403 to a TestIssuer's tokens")
 PY
 (cd "$WORK" && env -i PATH=/usr/bin:/bin "$WORK/venv/bin/python" check.py) >&2
+
+# A Flask service's lock: grelmicro[jwt,flask] only, from the same files.
+bash "$(dirname "${BASH_SOURCE[0]}")/smoke-flask-set.sh" "$DIR" "$PYTHON" >&2
 
 # One changed byte in one wheel (the core of this interpreter): the install must fail.
 core="$(ls "$DIR"/grelmicro_core-*-"$TAG"-*manylinux*.whl | head -n 1)"

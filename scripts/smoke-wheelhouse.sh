@@ -3,7 +3,9 @@
 # venvs, the way a service does: once with --no-index --find-links DIR, once
 # with --index-url file://DIR/simple (its PEP 503 index). Neither can reach a
 # network index, and PATH holds no Rust toolchain. Each venv then verifies a
-# token through grelmicro.jwt and refuses a tampered one.
+# token through grelmicro.jwt and refuses a tampered one. Then a Flask service's
+# install: requirements-<tag>-flask.txt with --require-hashes into a fresh venv
+# holds no FastAPI, Starlette, Redis or OpenTelemetry, and its guard answers.
 #   bash scripts/smoke-wheelhouse.sh [DIR] [PYTHON]      (default dist/wheelhouse, python3)
 set -euo pipefail
 DIR="$(cd "${1:-dist/wheelhouse}" && pwd)"
@@ -50,3 +52,5 @@ for how in find-links index-url; do
         --disable-pip-version-check "${source[@]}" "grelmicro[jwt]"
     (cd "$WORK" && env -i PATH=/usr/bin:/bin "$venv/bin/python" check.py "$how")
 done
+
+bash "$(dirname "${BASH_SOURCE[0]}")/smoke-flask-set.sh" "$DIR" "$PYTHON"

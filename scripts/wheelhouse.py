@@ -4,14 +4,17 @@
 
 Into ``dist/wheelhouse/`` (or ``--out``): the grelmicro wheel, the
 grelmicro-core wheel of each interpreter, and the wheels of the runtime
-dependencies of the ``jwt``, ``fastapi``, ``otel`` and ``testing`` extras for
-each of those interpreters, downloaded with ``--require-hashes`` from the hash
-lock of that interpreter (``locks/<tag>.txt``, ``scripts/lock.sh``), plus a
-PEP 503 simple index beside them (``simple/<name>/index.html``, each link
-with the file's SHA-256). Then, in a fresh virtualenv::
+dependencies of the release extras (``lock.RELEASE_EXTRAS``) for each of
+those interpreters, downloaded with ``--require-hashes`` from the hash lock of
+that interpreter (``locks/<tag>.txt``, ``scripts/lock.sh``), plus a PEP 503
+simple index beside them (``simple/<name>/index.html``, each link with the
+file's SHA-256) and the release's install locks (``requirements-<tag>.txt``,
+every extra; ``requirements-<tag>-<set>.txt``, one extra set). Then, in a
+fresh virtualenv::
 
     pip install --no-index --find-links dist/wheelhouse "grelmicro[jwt]"
     pip install --index-url file:///…/dist/wheelhouse/simple "grelmicro[jwt]"
+    pip install --require-hashes -r dist/wheelhouse/requirements-cp311-flask.txt
 
 Our two wheels are built by ``scripts/corewheel.py`` (the ``dist/core`` and
 ``dist/py`` caches: unchanged sources are not rebuilt) for the interpreters
@@ -40,6 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import corewheel
+import lock
 
 ROOT = corewheel.ROOT
 OUT = ROOT / "dist" / "wheelhouse"
@@ -112,6 +116,61 @@ def download_dependencies(core_wheel: Path, out: Path) -> bool:
     ]  # fmt: skip
     _log(f"dependencies for {python_tag}-{abi} on {' '.join(tags)}")
     return subprocess.run(cmd, check=False).returncode == 0
+
+
+def extras_for(tag: str, extra_set: str | None = None) -> list[str]:
+    """The extras an install lock asks for: a set's, else every release extra's.
+
+    No ``testing`` on a free-threaded interpreter (no cryptography wheel there).
+    """
+    extras = list(lock.EXTRA_SETS[extra_set]) if extra_set else lock.extras_present()
+    return [e for e in extras if not (tag.endswith("t") and e == "testing")]
+
+
+def install_lock(
+    tag: str, ours: dict[str, list[Path]], out: Path, *, extra_set: str | None = None
+) -> Path:
+    """``requirements-<tag>[-<set>].txt``: our wheels by hash, then the lock; installs offline.
+
+    Without ``extra_set``: every release extra (``locks/<tag>.txt``); with
+    one of ``lock.EXTRA_SETS``: that set's extras only (``locks/<tag>-<set>.txt``,
+    the same versions and files).
+    """
+    extras = ",".join(extras_for(tag, extra_set))
+    suffix = f"-{extra_set}" if extra_set else ""
+    lines = [
+        f"# grelmicro[{extras}] for CPython {tag[2]}.{tag[3:]} on Linux: every file by SHA-256.",
+        "# pip install --require-hashes -r THIS_FILE   (no index: the wheels beside this file)",
+        "--no-index",
+        "--find-links .",
+    ]
+    for name, files in ours.items():
+        version = corewheel.version() if name == "grelmicro" else corewheel.core_version()
+        hashes = " ".join(f"--hash=sha256:{sha256(f)}" for f in files)
+        spec = f"grelmicro[{extras}]" if name == "grelmicro" else name
+        lines.append(f"{spec}=={version} {hashes}")
+    body = (LOCKS / f"{tag}{suffix}.txt").read_text()
+    path = out / f"requirements-{tag}{suffix}.txt"
+    path.write_text("\n".join(lines) + "\n" + body)
+    return path
+
+
+def sha256(path: Path) -> str:
+    """The SHA-256 of a file, hex."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def install_locks(out: Path) -> list[Path]:
+    """Every install lock for the wheels in ``out`` (per interpreter: all extras, each set)."""
+    [main] = sorted(out.glob("grelmicro-*.whl"))
+    cores: dict[str, list[Path]] = {}
+    for core in sorted(out.glob("grelmicro_core-*.whl")):
+        cores.setdefault(wheel_tags(core)[1], []).append(core)
+    return [
+        install_lock(tag, {"grelmicro": [main], "grelmicro-core": wheels}, out, extra_set=extra)
+        for tag, wheels in cores.items()
+        for extra in (None, *lock.EXTRA_SETS)
+    ]
 
 
 def write_index(out: Path) -> Path:
@@ -188,7 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"LEFT OUT {core.name}: its dependencies have no wheels for that platform")
         core.unlink()
     simple = write_index(out)
-    _log(f"{len(list(out.glob('*.whl')))} wheels in {out}, index {simple}")
+    for stale in out.glob("requirements-*.txt"):
+        stale.unlink()
+    locks = install_locks(out)
+    _log(f"{len(list(out.glob('*.whl')))} wheels in {out}, index {simple}, {len(locks)} locks")
     print(out)
     return 0
 

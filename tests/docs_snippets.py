@@ -28,7 +28,10 @@ Default payload: ``iss`` ``https://idp.example.com/``, ``aud``
 ``jti``, ``scope`` ``"read:items write:items"``, ``email``, ``name``, ``roles``.
 
 A block is skipped only when the line before its fence (blank lines aside)
-is ``<!-- snippet: skip (a reason) -->``.
+is ``<!-- snippet: skip (a reason) -->``. A block after
+``<!-- snippet: file examples/PATH -->`` is that file of the repository, whole:
+it must equal the file byte for byte and is not run in the page's namespace
+(its own test runs it, under its real server).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ PAGE_KID = {"docs/guide.md": "2026-11"}
 
 _FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})\s*(?P<info>[^\n`]*)$")
 _SKIP = re.compile(r"^<!--\s*snippet:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->$")
+_FILE = re.compile(r"^<!--\s*snippet:\s*file\s+(?P<path>\S+)\s*-->$")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     code: str
     skip_reason: str | None
+    file: str | None = None  # the repository file this block is, whole
 
 
 def pages() -> list[Path]:
@@ -85,7 +90,8 @@ def relative(path: Path) -> str:
 
 
 def extract(path: Path) -> list[Block]:
-    """Every fenced block whose info string starts with ``python`` or ``py``."""
+    """Every fenced block whose info string starts with ``python`` or ``py``, and every
+    block marked as a repository file (any language)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     index = 0
@@ -101,22 +107,35 @@ def extract(path: Path) -> list[Block]:
         while end < len(lines) and not lines[end].strip().startswith(fence):
             body.append(lines[end][indent:] if lines[end][:indent].isspace() else lines[end])
             end += 1
-        if language in {"python", "py"}:
-            blocks.append(
-                Block(relative(path), index + 1, "\n".join(body) + "\n", _skip_reason(lines, index))
-            )
+        file = _marker(lines, index, _FILE, "path")
+        if language in {"python", "py"} or file is not None:
+            code = "\n".join(body) + "\n"
+            reason = _marker(lines, index, _SKIP, "reason")
+            blocks.append(Block(relative(path), index + 1, code, reason, file))
         index = end + 1
     return blocks
 
 
-def _skip_reason(lines: list[str], fence: int) -> str | None:
+def _marker(lines: list[str], fence: int, pattern: re.Pattern[str], group: str) -> str | None:
+    """The ``group`` of the ``pattern`` comment on the line before a fence (blank lines aside)."""
     before = fence - 1
     while before >= 0 and not lines[before].strip():
         before -= 1
     if before < 0:
         return None
-    marker = _SKIP.match(lines[before].strip())
-    return marker["reason"].strip() if marker else None
+    marker = pattern.match(lines[before].strip())
+    return marker[group].strip() if marker else None
+
+
+def file_mismatch(block: Block) -> str | None:
+    """Why a ``snippet: file`` block is not its file (None when it is, byte for byte)."""
+    assert block.file is not None
+    path = ROOT / block.file
+    if not path.is_file():
+        return f"{block.page}:{block.line} names {block.file}, which does not exist"
+    if path.read_text(encoding="utf-8") != block.code:
+        return f"{block.page}:{block.line} is not {block.file} as committed (copy the file in)"
+    return None
 
 
 # -- the fixture -------------------------------------------------------------------
@@ -239,10 +258,17 @@ def main(argv: list[str]) -> int:
     path = Path(argv[1]).resolve()
     page = relative(path)
     namespace = fixture(page)
-    ran = skipped = 0
+    ran = skipped = files = 0
     for block in extract(path):
         if block.skip_reason is not None:
             skipped += 1
+            continue
+        if block.file is not None:
+            mismatch = file_mismatch(block)
+            if mismatch is not None:
+                print(f"FAILED: {mismatch}", file=sys.stderr)
+                return 1
+            files += 1
             continue
         try:
             run_block(block, namespace)
@@ -251,7 +277,7 @@ def main(argv: list[str]) -> int:
             traceback.print_exc()
             return 1
         ran += 1
-    print(f"{page}: {ran} blocks ran, {skipped} skipped")
+    print(f"{page}: {ran} blocks ran, {files} are example files, {skipped} skipped")
     return 0
 
 

@@ -80,6 +80,35 @@ def test_extract_reads_fences_and_skip_markers(tmp_path: Path) -> None:
     ]
 
 
+def test_a_block_marked_as_a_file_must_be_that_file(tmp_path: Path) -> None:
+    example = "examples/flask/uwsgi.ini"
+    text = (snippets.ROOT / example).read_text()
+    same = tmp_path / "same.md"
+    same.write_text(f"<!-- snippet: file {example} -->\n\n```ini\n{text}```\n")
+    edited = tmp_path / "edited.md"
+    edited.write_text(f"<!-- snippet: file {example} -->\n\n```ini\n{text}extra = 1\n```\n")
+    missing = tmp_path / "missing.md"
+    missing.write_text("<!-- snippet: file examples/nowhere.py -->\n\n```python\nx = 1\n```\n")
+
+    [block] = snippets.extract(same)
+    assert block.file == example
+    assert block.skip_reason is None
+    assert snippets.file_mismatch(block) is None
+    [block] = snippets.extract(edited)
+    assert "is not examples/flask/uwsgi.ini as committed" in (snippets.file_mismatch(block) or "")
+    [block] = snippets.extract(missing)
+    assert "does not exist" in (snippets.file_mismatch(block) or "")
+    result = subprocess.run(
+        [sys.executable, str(RUNNER), str(edited)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "as committed" in result.stderr
+
+
 def test_a_failing_example_fails_the_page(tmp_path: Path) -> None:
     page = tmp_path / "failing.md"
     page.write_text("```python\nassert token.count('.') == 2\nraise ValueError('x')\n```\n")

@@ -55,6 +55,44 @@ def test_the_locks_carry_every_release_extra_and_never_our_names() -> None:
         assert ("cryptography" in names) != tag.endswith("t"), tag
 
 
+@pytest.mark.parametrize("tag", list(lock.PYTHONS))
+def test_a_flask_or_django_set_brings_no_fastapi_starlette_redis_or_opentelemetry(
+    tag: str,
+) -> None:
+    whole = lock.pins((ROOT / "locks" / f"{tag}.txt").read_text())
+    for name in ("jwt", "flask", "django"):
+        text = (ROOT / "locks" / f"{tag}-{name}.txt").read_text()
+        pinned = lock.pins(text)
+        assert not lock.unhashed(text), (tag, name)
+        assert {"httpx", "pydantic"} <= set(pinned), (tag, name)
+        assert not {"fastapi", "starlette", "redis", "opentelemetry-api"} & set(pinned), name
+        assert all(whole[n] == v for n, v in pinned.items()), (tag, name)  # one wheelhouse
+    assert "flask" in lock.pins((ROOT / "locks" / f"{tag}-flask.txt").read_text())
+    assert "djangorestframework" in lock.pins((ROOT / "locks" / f"{tag}-django.txt").read_text())
+    assert "starlette" in lock.pins((ROOT / "locks" / f"{tag}-fastapi.txt").read_text())
+
+
+def test_a_set_lock_that_brings_a_foreign_package_or_moves_a_pin_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for path in (ROOT / "locks").glob("cp311*.txt"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(lock, "LOCKS", tmp_path)
+    whole = lock.pins((tmp_path / "cp311.txt").read_text())
+    assert lock.check_sets("cp311", whole) == []
+
+    flask = tmp_path / "cp311-flask.txt"
+    fastapi = (tmp_path / "cp311-fastapi.txt").read_text()
+    block = fastapi[fastapi.index("\nstarlette==") + 1 :].split("\n", 1)[0]
+    flask.write_text(flask.read_text() + block + " \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    assert any("starlette" in p for p in lock.check_sets("cp311", whole))
+
+    whole["flask"] = "0.0.1"
+    assert any("cp311-flask.txt pins flask==" in p for p in lock.check_sets("cp311", whole))
+    (tmp_path / "cp311-django.txt").unlink()
+    assert any("cp311-django.txt is missing" in p for p in lock.check_sets("cp311", whole))
+
+
 def test_the_tools_are_locked_by_hash() -> None:
     text = (ROOT / "locks" / "tools.txt").read_text()
     names = set(lock.pins(text))
@@ -95,6 +133,23 @@ def test_the_install_lock_pins_our_wheels_by_hash_then_the_lock(tmp_path: Path) 
         f"grelmicro-core=={corewheel.core_version()} --hash=sha256:{release.sha256(core)}" in text
     )
     assert text.endswith((ROOT / "locks" / "cp311.txt").read_text())
+
+
+def test_a_set_install_lock_asks_for_its_extras_only(tmp_path: Path) -> None:
+    ours = tmp_path / "grelmicro-0.90.0+jwt-py3-none-any.whl"
+    core = tmp_path / "grelmicro_core-0.9.0+jwt-cp312-cp312-manylinux_2_17_x86_64.whl"
+    ours.write_bytes(b"ours")
+    core.write_bytes(b"core")
+
+    path = release.install_lock(
+        "cp312", {"grelmicro": [ours], "grelmicro-core": [core]}, tmp_path, extra_set="flask"
+    )
+
+    assert path.name == "requirements-cp312-flask.txt"
+    text = path.read_text()
+    assert f"grelmicro[jwt,flask]=={corewheel.version()} --hash=sha256:" in text
+    assert text.endswith((ROOT / "locks" / "cp312-flask.txt").read_text())
+    assert "fastapi" not in text
 
 
 def test_release_sh_without_interpreters_prints_its_usage_and_builds_nothing() -> None:

@@ -395,7 +395,12 @@ class KeySource:
         self._background = None
         self._loop = None
         # Fetch threads are joined off the loop: a join here would stall every request.
-        await asyncio.to_thread(self.close)
+        try:
+            joined = asyncio.get_running_loop().run_in_executor(None, self.close)
+        except RuntimeError:  # the interpreter is exiting (a worker's SIGTERM): no executor
+            self.close()
+            return
+        await joined
 
     def close(self) -> None:
         """No more fetches; join (bounded) the fetch threads running now."""

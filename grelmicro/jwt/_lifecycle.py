@@ -283,8 +283,30 @@ _FORK_HOOKS: dict[int, Callable[[], Callable[[], None] | None]] = {}
 _FORK_KEYS = itertools.count()
 
 
+#: The process the after-fork hooks last ran in: a fork that ran none (uWSGI
+#: forks in C, calling Python's fork hooks only with ``py-call-uwsgi-fork-hooks``)
+#: shows as another pid.
+_PID = os.getpid()
+
+
+def adopt_unseen_fork() -> bool:
+    """Run the after-fork hooks now if this process was forked without them; True if it was.
+
+    A server that forks without ``os.fork`` (uWSGI without
+    ``py-call-uwsgi-fork-hooks``) leaves the child with its parent's thread
+    handles, held locks and connections. :meth:`JWTVerifier.start_sync`
+    calls this first: the worker's start is the earliest code of the child
+    that is ours.
+    """
+    if os.getpid() == _PID:
+        return False
+    _after_fork_in_child()
+    return True
+
+
 def _after_fork_in_child() -> None:
-    global _STATE  # noqa: PLW0603 - the child's own registry
+    global _STATE, _PID  # noqa: PLW0603 - the child's own registry
+    _PID = os.getpid()
     old = _STATE
     _STATE = _Registry()
     _STATE.sources = old.sources

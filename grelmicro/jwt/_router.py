@@ -32,7 +32,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import threading
 import time
 import weakref
@@ -40,7 +39,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from grelmicro.jwt import _core
+from grelmicro.jwt import _core, _lifecycle
 from grelmicro.jwt._events import Event
 from grelmicro.jwt._health import KeySourceHealth, TenantLookupHealth
 from grelmicro.jwt._http import Clients
@@ -755,8 +754,7 @@ def _after_fork_in_child() -> None:
         router.after_fork()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.at_fork_child(_after_fork_in_child)
 
 
 def _rebuilder(ref: weakref.ref[KeyRouter]) -> Callable[[], None]:

@@ -754,6 +754,7 @@ class JWTVerifier:
         router = self._router
         if router is None:
             return
+        _lifecycle.adopt_unseen_fork()  # uWSGI forks without Python's fork hooks
         with _RUNNERS:
             runner = self._loop_thread
             if runner is None:

@@ -57,6 +57,8 @@ class RefusalError(APIException):
 
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(detail=refusal.problem())
+        # DRF made every member a string (ErrorDetail); RFC 9457's status is a number.
+        self.detail = refusal.problem()
         self.refusal = refusal
         self.status_code = refusal.status_code
         self.auth_header = refusal.headers.get("WWW-Authenticate")

@@ -9,18 +9,21 @@ never with sleeps.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
-from servers import FAST
+from forge import private_key
+from servers import FAST, jwks_of
 
-from grelmicro.jwt import _lifecycle
+from grelmicro.jwt import JWTVerifier, _lifecycle
 from grelmicro.jwt._http import Clients, get_sync
 
 #: What a test waits for at most (a hang guard, never a speed assertion).
@@ -319,3 +322,56 @@ def test_at_fork_child_hooks_run_in_the_child_only(monkeypatch: pytest.MonkeyPat
     assert len(_lifecycle._FORK_HOOKS) == 2
     assert in_child(lambda: ",".join(calls).encode()) == b"function,method"
     assert calls == []
+
+
+def in_c_child(work: Callable[[], bytes]) -> bytes:
+    """As :func:`in_child`, forked by libc's ``fork()`` as uWSGI forks: no Python fork hook runs."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    read, write = os.pipe()
+    pid = libc.fork()
+    assert pid >= 0, ctypes.get_errno()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(read)
+            try:
+                answer = work()
+            except BaseException as exc:  # the parent reports it
+                answer = f"error: {exc!r}".encode()
+            os.write(write, answer)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
+@FORK
+def test_start_sync_in_a_child_forked_without_python_hooks_starts_its_own(server) -> None:
+    """uWSGI without ``py-call-uwsgi-fork-hooks``: the child got the parent's runner and socket.
+
+    ``start_sync`` saw a runner that looked started and did nothing: the
+    child never fetched, and every key it lacked was 503 for good. It now
+    runs the after-fork hooks first and loads keys on a connection of its own.
+    """
+    k1, k2 = private_key("RS256", kid="k1"), private_key("RS256", kid="k2", seed=1)
+    server.set("/jwks", jwks_of(k1))
+    verifier = JWTVerifier(
+        jwks_url=server.url("/jwks"), allow_insecure_loopback=True, audience="orders"
+    )
+    verifier.start_sync()  # the parent: its refresher thread, its keep-alive connection
+    try:
+        (parent,) = server.peers["/jwks"]
+        server.set("/jwks", jwks_of(k1, k2))  # a key the child must fetch
+        token = k2.mint({"sub": "alice", "aud": "orders", "exp": time.time() + 60})
+
+        def start_then_verify() -> bytes:
+            verifier.start_sync()
+            return verifier.verify(token).subject.encode()
+
+        assert in_c_child(start_then_verify) == b"alice"
+        assert len(server.peers["/jwks"]) == 2  # the child fetched k2
+        assert server.peers["/jwks"][1] != parent  # on a connection of its own
+    finally:
+        verifier.close()
