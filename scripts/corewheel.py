@@ -283,6 +283,54 @@ ZIG_CARGO_SETTINGS = {
 }
 
 
+# Stands in for cargo on maturin's PATH: passes every call through to the real
+# cargo but the build's (`cargo rustc`), whose environment it writes out instead.
+_CARGO_SPY = """#!/bin/sh
+for arg in "$@"; do
+    if [ "$arg" = rustc ]; then
+        env -0 >"$SPY_OUT"
+        exit 3
+    fi
+done
+exec "$SPY_CARGO" "$@"
+"""
+
+
+def zig_cargo_settings(work: Path, log: Log = _log) -> dict[str, str]:
+    """What maturin's zig mode sets of ``ZIG_CARGO_SETTINGS`` for this machine's target.
+
+    Maturin is run as a zig build would be, with a stand-in for cargo that
+    stops it at the compilation (nothing is built): a few seconds.
+    """
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise SystemExit("no cargo on PATH: bash scripts/prereqs.sh release")
+    shutil.rmtree(work, ignore_errors=True)
+    spy = work / "bin"
+    spy.mkdir(parents=True)
+    (spy / "cargo").write_text(_CARGO_SPY)
+    (spy / "cargo").chmod(0o755)
+    seen = work / "env"
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join((str(spy), os.environ.get("PATH", ""))),
+        SPY_CARGO=cargo,
+        SPY_OUT=str(seen),
+        CARGO_TARGET_DIR=str(work / "target"),
+    )
+    cmd = [
+        find_maturin(), "build", "--release", "-q", "-m", CORE / "Cargo.toml",
+        "-i", f"python{sys.version_info[0]}.{sys.version_info[1]}", "-o", work / "out",
+        "--zig", "--target", host_triple(), "--compatibility", "manylinux2014", "--locked",
+    ]  # fmt: skip
+    log("$ " + " ".join(str(part) for part in cmd) + "  (cargo stopped before compiling)")
+    subprocess.run([str(part) for part in cmd], env=env, cwd=ROOT, capture_output=True, check=False)
+    if not seen.exists():
+        raise SystemExit("maturin --zig never reached `cargo rustc`: cannot read its settings")
+    found = dict(item.split("=", 1) for item in seen.read_text().split("\0") if "=" in item)
+    return {name: found[name] for name in ZIG_CARGO_SETTINGS if name in found}
+
+
 def host_triple() -> str:
     """This machine's Rust target triple (``rustc -vV`` of the pinned toolchain)."""
     shown = subprocess.run(
