@@ -458,6 +458,11 @@ def _profile(
     return found
 
 
+def _epoch() -> str:
+    """``SOURCE_DATE_EPOCH`` (the clock of every archive a build writes), empty when unset."""
+    return os.environ.get("SOURCE_DATE_EPOCH", "")
+
+
 def build_core_wheel(
     python: str | Path,
     *,
@@ -501,7 +506,11 @@ def build_core_wheel(
         # The settings the symbol names depend on: a change retrains.
         settings = json.dumps(ZIG_CARGO_SETTINGS, sort_keys=True)
         inputs = digest(ROOT, ["scripts/pgo_train.py", "scripts/jws.py"], inputs, settings)
-    want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
+    # The archive's times come from SOURCE_DATE_EPOCH (a release sets it): a
+    # wheel made under another clock is not reused.
+    want = json.dumps(
+        {"inputs": inputs, "features": sorted(features), "source": key, "epoch": _epoch()}
+    )
     wheel = _only_wheel(out)
     if wheel is not None and stamp.exists() and stamp.read_text() == want:
         log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
@@ -563,7 +572,7 @@ def build_core_sdist(*, log: Log = _log) -> Path:
 def build_grelmicro_dists(python: str | Path, *, log: Log = _log) -> Path:
     """The grelmicro sdist and its wheel (built from the sdist), once per change; the wheel."""
     out = DIST / "py"
-    want = digest(ROOT, PY_INPUTS)
+    want = digest(ROOT, PY_INPUTS, _epoch())
     found = _stamped(out, want, "grelmicro-*.whl")
     if found is None:
         shutil.rmtree(out, ignore_errors=True)

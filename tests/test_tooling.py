@@ -197,3 +197,28 @@ def test_the_quick_profile_is_the_release_one_without_whole_program_lto() -> Non
     assert profiles["release"]["lto"] == "fat"  # what ships
     assert profiles["hooks"]["inherits"] == "release"
     assert set(profiles["hooks"]) == {"inherits", "lto", "codegen-units"}
+
+
+def test_a_wheel_made_under_another_source_date_epoch_is_built_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A release sets SOURCE_DATE_EPOCH to its commit's time: a wheel stamped
+    # under another clock (an earlier build of the same files) has other
+    # archive times and must not slip into the release.
+    corewheel = _corewheel()
+    builds: list[str] = []
+
+    def run(cmd: list[Any], log: object, **kw: object) -> None:
+        out = Path(str(cmd[cmd.index("-o") + 1]))
+        builds.append(corewheel._epoch())
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "grelmicro-0-py3-none-any.whl").touch()
+        (out / "grelmicro-0.tar.gz").touch()
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    monkeypatch.setattr(corewheel, "ROOT", tmp_path)  # the inputs: none here, the clock only
+    monkeypatch.setattr(corewheel, "DIST", tmp_path / "dist")
+    for epoch in ("1700000000", "1700000000", "1800000000"):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        corewheel.build_grelmicro_dists(sys.executable, log=print)
+    assert builds == ["1700000000", "1800000000"]
