@@ -223,6 +223,7 @@ def _maturin(
     rustflags: str = "",
     target: Path = TARGET,
     platform: str = "",
+    pgo_named: bool = False,
 ) -> Path:
     """``maturin build --release`` into ``out`` (emptied first); the one wheel made.
 
@@ -231,14 +232,22 @@ def _maturin(
 
     With ``platform`` (a key of ``PLATFORMS``) the wheel is linked by zig for
     that target and tagged for it (manylinux2014 = glibc 2.17, musllinux_1_2).
+    With ``pgo_named`` (and no platform) it is this machine's own build, linked
+    by the system linker, with the target and the cargo settings a zig build
+    has (``ZIG_CARGO_SETTINGS``): a profile is keyed by symbol names, which
+    carry cargo's hash of those settings (see ``pgo_profile``).
     """
     shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
     if platform:
         triple, compat = PLATFORMS[platform]
         # A cross target gets maturin's bundled sysconfig for the version (a
         # path would make it ask the host's interpreter, a glibc one).
         interpreter: str | Path = f"python{interpreter_version(python)}"
         zig = ["--zig", "--target", triple, "--compatibility", compat]
+    elif pgo_named:
+        interpreter, zig = python, ["--target", host_triple()]
+        env.update(ZIG_CARGO_SETTINGS)
     else:
         interpreter, zig = python, []
     # A build with the test hooks never ships: Cargo.toml's quicker `hooks` profile.
@@ -249,7 +258,6 @@ def _maturin(
     ]  # fmt: skip
     if features:
         cmd += ["--features", ",".join(features)]
-    env = dict(os.environ, CARGO_TARGET_DIR=str(target))
     if rustflags:
         env["RUSTFLAGS"] = " ".join(filter(None, (os.environ.get("RUSTFLAGS", ""), rustflags)))
     # From the checkout, whatever the caller's directory: rustup reads the
@@ -259,6 +267,82 @@ def _maturin(
     if wheel is None:
         raise SystemExit(f"maturin left no single grelmicro-core wheel in {out}")
     return wheel
+
+
+#: What maturin's zig support (cargo-zigbuild) sets for every cargo run it makes,
+#: besides the compilers and the linker: host units (build scripts, proc
+#: macros) built apart from the target's, a cargo setting that needs its
+#: unstable gate opened. Cargo hashes it into every crate's metadata, and the
+#: metadata into every symbol name: a profile-guided build (instrumented, then
+#: the final wheels, native and zig-linked) sets the same, or the profile is
+#: keyed by names the zig-linked build does not have and applies to nothing.
+ZIG_CARGO_SETTINGS = {
+    "CARGO_TARGET_APPLIES_TO_HOST": "false",
+    "CARGO_UNSTABLE_TARGET_APPLIES_TO_HOST": "true",
+    "__CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS": "nightly",
+}
+
+
+# Stands in for cargo on maturin's PATH: passes every call through to the real
+# cargo but the build's (`cargo rustc`), whose environment it writes out instead.
+_CARGO_SPY = """#!/bin/sh
+for arg in "$@"; do
+    if [ "$arg" = rustc ]; then
+        env -0 >"$SPY_OUT"
+        exit 3
+    fi
+done
+exec "$SPY_CARGO" "$@"
+"""
+
+
+def zig_cargo_settings(work: Path, log: Log = _log) -> dict[str, str]:
+    """What maturin's zig mode sets of ``ZIG_CARGO_SETTINGS`` for this machine's target.
+
+    Maturin is run as a zig build would be, with a stand-in for cargo that
+    stops it at the compilation (nothing is built): a few seconds.
+    """
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        raise SystemExit("no cargo on PATH: bash scripts/prereqs.sh release")
+    shutil.rmtree(work, ignore_errors=True)
+    spy = work / "bin"
+    spy.mkdir(parents=True)
+    (spy / "cargo").write_text(_CARGO_SPY)
+    (spy / "cargo").chmod(0o755)
+    seen = work / "env"
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join((str(spy), os.environ.get("PATH", ""))),
+        SPY_CARGO=cargo,
+        SPY_OUT=str(seen),
+        CARGO_TARGET_DIR=str(work / "target"),
+    )
+    cmd = [
+        find_maturin(), "build", "--release", "-q", "-m", CORE / "Cargo.toml",
+        "-i", f"python{sys.version_info[0]}.{sys.version_info[1]}", "-o", work / "out",
+        "--zig", "--target", host_triple(), "--compatibility", "manylinux2014", "--locked",
+    ]  # fmt: skip
+    log("$ " + " ".join(str(part) for part in cmd) + "  (cargo stopped before compiling)")
+    subprocess.run([str(part) for part in cmd], env=env, cwd=ROOT, capture_output=True, check=False)
+    if not seen.exists():
+        raise SystemExit("maturin --zig never reached `cargo rustc`: cannot read its settings")
+    found = dict(item.split("=", 1) for item in seen.read_text().split("\0") if "=" in item)
+    return {name: found[name] for name in ZIG_CARGO_SETTINGS if name in found}
+
+
+def host_triple() -> str:
+    """This machine's Rust target triple (``rustc -vV`` of the pinned toolchain)."""
+    shown = subprocess.run(
+        ["rustc", "-vV"],  # noqa: S607 (rustup's rustc: the toolchain of rust-toolchain.toml)
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    return next(
+        line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("host:")
+    )
 
 
 def llvm_profdata(log: Log = _log) -> Path | None:
@@ -331,6 +415,7 @@ def pgo_profile(
         log,
         rustflags=f"-Cprofile-generate={counts}",
         target=TARGET / "pgo-instrumented",
+        pgo_named=True,
     )
     site = work / "site"
     _run(
@@ -373,6 +458,11 @@ def _profile(
     return found
 
 
+def _epoch() -> str:
+    """``SOURCE_DATE_EPOCH`` (the clock of every archive a build writes), empty when unset."""
+    return os.environ.get("SOURCE_DATE_EPOCH", "")
+
+
 def build_core_wheel(
     python: str | Path,
     *,
@@ -413,8 +503,14 @@ def build_core_wheel(
     stamp = out / ".stamp"
     inputs = digest(source, CORE_INPUTS)
     if pgo:
-        inputs = digest(ROOT, ["scripts/pgo_train.py", "scripts/jws.py"], inputs)
-    want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
+        # The settings the symbol names depend on: a change retrains.
+        settings = json.dumps(ZIG_CARGO_SETTINGS, sort_keys=True)
+        inputs = digest(ROOT, ["scripts/pgo_train.py", "scripts/jws.py"], inputs, settings)
+    # The archive's times come from SOURCE_DATE_EPOCH (a release sets it): a
+    # wheel made under another clock is not reused.
+    want = json.dumps(
+        {"inputs": inputs, "features": sorted(features), "source": key, "epoch": _epoch()}
+    )
     wheel = _only_wheel(out)
     if wheel is not None and stamp.exists() and stamp.read_text() == want:
         log(f"{key}: up to date, {wheel.relative_to(ROOT)}")
@@ -438,6 +534,7 @@ def build_core_wheel(
             rustflags=f"-Cprofile-use={profile}",
             target=TARGET / "pgo-trained",
             platform=platform,
+            pgo_named=True,
         )
     if not pgo or profile is not None:  # a PGO build that fell back is retried next time
         stamp.write_text(want)
@@ -475,7 +572,7 @@ def build_core_sdist(*, log: Log = _log) -> Path:
 def build_grelmicro_dists(python: str | Path, *, log: Log = _log) -> Path:
     """The grelmicro sdist and its wheel (built from the sdist), once per change; the wheel."""
     out = DIST / "py"
-    want = digest(ROOT, PY_INPUTS)
+    want = digest(ROOT, PY_INPUTS, _epoch())
     found = _stamped(out, want, "grelmicro-*.whl")
     if found is None:
         shutil.rmtree(out, ignore_errors=True)

@@ -383,6 +383,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     pythons = [resolve_python(spec) for spec in args.pythons]
     if corewheel.llvm_profdata(_log) is None:
         raise SystemExit("a release is profile-guided: `bash scripts/prereqs.sh release` first")
+    # The profile reaches the zig-linked cores only when its builds share these
+    # settings with maturin's zig mode (docs/benchmarks.md, "The release build").
+    seen = corewheel.zig_cargo_settings(corewheel.DIST / "zig-settings", _log)
+    if seen != corewheel.ZIG_CARGO_SETTINGS:
+        raise SystemExit(
+            f"maturin's zig mode sets {seen}, not corewheel.ZIG_CARGO_SETTINGS "
+            f"{corewheel.ZIG_CARGO_SETTINGS}: the profile would not match the zig-linked cores"
+        )
     tags = {python: corewheel.interpreter_tag(python) for python in pythons}
     for python, tag in tags.items():
         if not (LOCKS / f"{tag}.txt").exists():

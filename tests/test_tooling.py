@@ -135,8 +135,90 @@ def test_only_builds_with_the_test_hooks_take_the_quick_profile(
     assert ("--release" in cmd) != (profile == ["--profile", "hooks"])
 
 
+def test_a_profile_guided_build_names_its_target_as_the_zig_build_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A profile is keyed by symbol names, and cargo hashes the target and
+    # maturin's zig settings (target-applies-to-host) into every name: the
+    # instrumented build and the native final one name both, or the profile
+    # trained here applies to nothing of the zig-linked core that ships.
+    corewheel = _corewheel()
+    maturin_runs: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(cmd: list[Any], log: object, **kw: Any) -> None:
+        cmd = [str(part) for part in cmd]
+        env = kw.get("env") or {}
+        if "build" in cmd[1:2]:
+            maturin_runs.append((cmd, env))
+            out = Path(cmd[cmd.index("-o") + 1])
+            out.mkdir(parents=True)
+            (out / "grelmicro_core-0-cp311-cp311-linux_x86_64.whl").touch()
+        elif "LLVM_PROFILE_FILE" in env:  # the training leaves its counts
+            Path(env["LLVM_PROFILE_FILE"]).with_name("train-1.profraw").touch()
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    monkeypatch.setattr(corewheel, "DIST", tmp_path)
+    monkeypatch.setattr(corewheel, "can_train", lambda python: True)
+    monkeypatch.setattr(corewheel, "llvm_profdata", lambda log=None: Path("llvm-profdata"))
+    corewheel.build_core_wheel(sys.executable, pgo=True)
+
+    (_, instrumented_env), (_, final_env) = maturin_runs
+    host = corewheel.host_triple()
+    for cmd, env in maturin_runs:
+        assert cmd[cmd.index("--target") + 1] == host
+        assert "--zig" not in cmd
+        assert {k: env.get(k) for k in corewheel.ZIG_CARGO_SETTINGS} == corewheel.ZIG_CARGO_SETTINGS
+    assert "-Cprofile-generate=" in instrumented_env["RUSTFLAGS"]
+    assert "-Cprofile-use=" in final_env["RUSTFLAGS"]
+
+
+def test_a_plain_build_keeps_cargo_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    corewheel = _corewheel()
+    runs: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(cmd: list[Any], log: object, **kw: Any) -> None:
+        runs.append(([str(part) for part in cmd], kw["env"]))
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "grelmicro_core-0-cp311-cp311-linux_x86_64.whl").touch()
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    for name in corewheel.ZIG_CARGO_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    corewheel._maturin(sys.executable, corewheel.CORE, (), tmp_path / "out", print)
+    ((cmd, env),) = runs
+    assert "--target" not in cmd
+    assert not set(corewheel.ZIG_CARGO_SETTINGS) & set(env)
+
+
 def test_the_quick_profile_is_the_release_one_without_whole_program_lto() -> None:
     profiles = tomllib.loads((ROOT / "grelmicro-core" / "Cargo.toml").read_text())["profile"]
     assert profiles["release"]["lto"] == "fat"  # what ships
     assert profiles["hooks"]["inherits"] == "release"
     assert set(profiles["hooks"]) == {"inherits", "lto", "codegen-units"}
+
+
+def test_a_wheel_made_under_another_source_date_epoch_is_built_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A release sets SOURCE_DATE_EPOCH to its commit's time: a wheel stamped
+    # under another clock (an earlier build of the same files) has other
+    # archive times and must not slip into the release.
+    corewheel = _corewheel()
+    builds: list[str] = []
+
+    def run(cmd: list[Any], log: object, **kw: object) -> None:
+        out = Path(str(cmd[cmd.index("-o") + 1]))
+        builds.append(corewheel._epoch())
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "grelmicro-0-py3-none-any.whl").touch()
+        (out / "grelmicro-0.tar.gz").touch()
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    monkeypatch.setattr(corewheel, "ROOT", tmp_path)  # the inputs: none here, the clock only
+    monkeypatch.setattr(corewheel, "DIST", tmp_path / "dist")
+    for epoch in ("1700000000", "1700000000", "1800000000"):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        corewheel.build_grelmicro_dists(sys.executable, log=print)
+    assert builds == ["1700000000", "1800000000"]
