@@ -35,6 +35,7 @@ are never asked of an index: another project owns those names on PyPI.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import hashlib
 import json
@@ -46,6 +47,8 @@ import subprocess
 import sys
 import tarfile
 import time
+import uuid
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -227,6 +230,56 @@ def musl_loader_name(wheel: Path, machine: str) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+# cargo-cyclonedx names a crate by the folder it was built in.
+_BUILT_IN = re.compile(r'path\+file://[^"#]*/([^/"#]+)')
+_WHEEL_SBOM = re.compile(r"[^/]+\.dist-info/sboms/[^/]+\.json")
+
+
+def stable_sbom(wheel: Path, epoch: int) -> bool:
+    """Make maturin's Rust SBOM in ``wheel`` a function of the sources alone, in place.
+
+    cargo-cyclonedx (run by maturin, PEP 770's ``.dist-info/sboms/``) names
+    the crate by the absolute path it was built in, gives the document a
+    random ``serialNumber`` and stamps it with the time of the build: two
+    clean clones of one commit would ship different wheels. The path becomes
+    the crate's folder name (``path+file:///grelmicro-core``), the time
+    ``epoch``, the serial number a UUID derived from the rest of the
+    document; RECORD's line for the file follows. Every other member keeps
+    its bytes, its order and its zip metadata. False when there is none.
+    """
+    with zipfile.ZipFile(wheel) as old:
+        infos = old.infolist()
+        members = {info.filename: old.read(info) for info in infos}
+    sboms = [name for name in members if _WHEEL_SBOM.fullmatch(name)]
+    if not sboms:
+        return False
+    [record] = [name for name in members if name.endswith(".dist-info/RECORD")]
+    lines = members[record].decode("utf-8").splitlines()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    for name in sboms:
+        doc = json.loads(_BUILT_IN.sub(r"path+file:///\1", members[name].decode("utf-8")))
+        if isinstance(doc.get("metadata"), dict) and "timestamp" in doc["metadata"]:
+            doc["metadata"]["timestamp"] = stamp
+        if "serialNumber" in doc:
+            rest = json.dumps({k: v for k, v in doc.items() if k != "serialNumber"}, sort_keys=True)
+            digest = hashlib.sha256(rest.encode("utf-8")).hexdigest()
+            doc["serialNumber"] = f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, digest)}"
+        body = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        members[name] = body
+        digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+        lines = [
+            f"{name},sha256={digest},{len(body)}" if line.startswith(f"{name},") else line
+            for line in lines
+        ]
+    members[record] = ("\n".join(lines) + "\n").encode("utf-8")
+    scratch = wheel.with_name(f".{wheel.name}.tmp")
+    with zipfile.ZipFile(scratch, "w") as new:
+        for info in infos:
+            new.writestr(info, members[info.filename])
+    scratch.replace(wheel)
+    return True
+
+
 def pgo_of(vpy: Path, wheel: Path) -> str:
     """``grelmicro_core.PGO`` of ``wheel`` installed into a scratch target for ``vpy``."""
     scratch = ROOT / "dist" / "release-check" / wheel.stem
@@ -326,6 +379,8 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
         _log(f"{tag} {platform}: {wheel.name} ({time.monotonic() - t0:.0f} s)")
         shutil.copy2(wheel, out / wheel.name)
         wheel = out / wheel.name
+        if stable_sbom(wheel, source_date_epoch()):
+            _log(f"{wheel.name}: the Rust SBOM names no build folder, time or random serial")
         if platform.startswith("musllinux"):
             musl_loader_name(wheel, platform.rsplit("-", 1)[1])
         audit(wheel, platform)

@@ -8,10 +8,14 @@ what a stale lock or a wrong rule would only show at release time.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -273,3 +277,66 @@ def test_the_tarball_is_the_same_bytes_whatever_the_files_times_and_modes(
     assert {(m.mode, m.mtime, m.uid, m.uname) for m in members if m.isfile()} == {
         (0o644, 1_700_000_000, 0, "")
     }
+
+
+def _core_wheel(path: Path, built_in: str, serial: str, when: str) -> Path:
+    """A wheel shaped as maturin writes one: an extension, metadata, its Rust SBOM, RECORD."""
+    dist = "grelmicro_core-0.9.0+jwt.dist-info"
+    ref = f"path+file://{built_in}/grelmicro-core#0.9.0"
+    sbom = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "serialNumber": serial,
+        "metadata": {"timestamp": when, "component": {"bom-ref": ref, "name": "grelmicro-core"}},
+        "dependencies": [{"ref": ref, "dependsOn": []}],
+    }
+    members = {
+        "grelmicro_core/_core.so": b"\x7fELF not really",
+        f"{dist}/WHEEL": b"Wheel-Version: 1.0\n",
+        f"{dist}/sboms/grelmicro-core.cyclonedx.json": json.dumps(sbom).encode(),
+    }
+    record = "".join(f"{name},sha256=x,{len(data)}\n" for name, data in members.items())
+    members[f"{dist}/RECORD"] = (record + f"{dist}/RECORD,,\n").encode()
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in members.items():
+            wheel.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+    return path
+
+
+def test_the_rust_sbom_of_two_clean_clones_makes_the_same_core_wheel(tmp_path: Path) -> None:
+    # cargo-cyclonedx writes the build folder, a random serial and the time.
+    one = _core_wheel(tmp_path / "a.whl", "/home/ci/a", "urn:uuid:1", "2026-12-03T10:00:00Z")
+    two = _core_wheel(tmp_path / "b.whl", "/tmp/clone-b", "urn:uuid:2", "2026-12-03T11:00:00Z")
+    assert one.read_bytes() != two.read_bytes()
+    assert release.stable_sbom(one, 1_764_000_000)
+    assert release.stable_sbom(two, 1_764_000_000)
+    assert one.read_bytes() == two.read_bytes()
+    with zipfile.ZipFile(one) as wheel:
+        names = wheel.namelist()
+        sbom = wheel.read(names[2])
+        record = wheel.read(names[3]).decode()
+        assert wheel.read(names[0]) == b"\x7fELF not really"  # the rest is untouched
+    doc = json.loads(sbom)
+    assert doc["metadata"]["component"]["bom-ref"] == "path+file:///grelmicro-core#0.9.0"
+    assert doc["dependencies"][0]["ref"] == "path+file:///grelmicro-core#0.9.0"
+    assert doc["metadata"]["timestamp"] == "2025-11-24T16:00:00Z"
+    assert doc["serialNumber"].startswith("urn:uuid:")
+    assert doc["serialNumber"] != "urn:uuid:1"
+    assert b"/home/ci" not in sbom
+    assert b"/tmp/clone-b" not in sbom
+    digest = base64.urlsafe_b64encode(hashlib.sha256(sbom).digest()).rstrip(b"=").decode()
+    assert f"{names[2]},sha256={digest},{len(sbom)}" in record.splitlines()
+    # Another build of the same sources with other contents gets another serial.
+    other = _core_wheel(tmp_path / "c.whl", "/x", "urn:uuid:3", "2026-12-03T12:00:00Z")
+    assert release.stable_sbom(other, 1_764_000_001)  # another time: another document
+    with zipfile.ZipFile(other) as wheel:
+        assert json.loads(wheel.read(names[2]))["serialNumber"] != doc["serialNumber"]
+
+
+def test_a_wheel_without_a_rust_sbom_is_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "plain.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("grelmicro/__init__.py", b"")
+    before = path.read_bytes()
+    assert not release.stable_sbom(path, 0)
+    assert path.read_bytes() == before
