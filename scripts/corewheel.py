@@ -61,6 +61,9 @@ BENCH_FEATURE = "bench-hooks"
 TEST_FEATURE = "test-hooks"
 # The workload a profile-guided build is trained on.
 PGO_TRAINER = ROOT / "scripts" / "pgo_train.py"
+#: A folder of published profiles (``<key>.profdata`` and ``<key>.json``) to
+#: build with instead of training: a release's ``pgo/`` (scripts/release.py).
+PROFILES_ENV = "GRELMICRO_PGO_PROFILES"
 
 Log = Callable[[str], None]
 
@@ -441,6 +444,37 @@ def pgo_profile(
     return merged
 
 
+def given_profile(folder: Path, key: str, want: str, work: Path, log: Log) -> Path:
+    """The profile of ``key`` published in ``folder`` (a release's ``pgo/``), used as it is.
+
+    Two trainings never count alike (threads, the collector, random keys
+    and hash seeds), so two builds that each train differ in their
+    profile-guided core; two builds given the same profile do not. The
+    profile must have been trained on these very sources (its ``.json`` is
+    the stamp the training wrote): another commit's is refused, never half
+    applied.
+    """
+    profile, stamp = folder / f"{key}.profdata", folder / f"{key}.json"
+    if not profile.is_file() or not stamp.is_file():
+        raise SystemExit(f"{PROFILES_ENV}={folder}: no {profile.name} with its {stamp.name}")
+    if stamp.read_text() != want:
+        raise SystemExit(
+            f"{PROFILES_ENV}={folder}: {profile.name} was trained on other sources or "
+            "settings than this checkout's (build the commit it was published with)"
+        )
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(profile, work / "merged.profdata")
+    (work / ".stamp").write_text(want)
+    log(f"PGO 1-2/3: the profile of {key} given in {folder} (no training)")
+    return work / "merged.profdata"
+
+
+def published_profile(key: str) -> tuple[Path, Path]:
+    """The profile of ``key`` this checkout built with, and its stamp: what a release publishes."""
+    work = DIST / "pgo" / key
+    return work / "merged.profdata", work / ".stamp"
+
+
 def _profile(
     python: str | Path, source: Path, *, features: Sequence[str], key: str, inputs: str, log: Log
 ) -> Path | None:
@@ -449,6 +483,9 @@ def _profile(
     profile = work / "merged.profdata"
     stamp = work / ".stamp"
     want = json.dumps({"inputs": inputs, "features": sorted(features), "source": key})
+    given = os.environ.get(PROFILES_ENV)
+    if given:
+        return given_profile(Path(given), key, want, work, log)
     if profile.exists() and stamp.exists() and stamp.read_text() == want:
         log(f"PGO 1-2/3: the profile of {key} is up to date, {profile.relative_to(ROOT)}")
         return profile

@@ -20,7 +20,8 @@ and its ``.sha256``, unpacking to one directory that holds
 - ``locks/``: the hash locks it was built from; ``sbom.cdx.json``: a
   CycloneDX 1.6 SBOM (scripts/sbom.py): the release as root component, each
   wheel with its hash and licence, ours as first-party ``pkg:generic`` purls;
-  ``SHA256SUMS``: every file.
+  ``pgo/``: the profiles the cores were built with (``--profiles`` rebuilds
+  with them, bit for bit); ``SHA256SUMS``: every file.
 
 The core's profile is trained once per interpreter (``scripts/corewheel.py
 --pgo``) on this machine's own build, in a venv installed from the
@@ -390,7 +391,23 @@ def build_cores(python: str, tag: str, platforms: Sequence[str], out: Path) -> l
                 raise SystemExit(f"{wheel.name} reports PGO={pgo!r}, not 'trained'")
             _log(f"{wheel.name}: grelmicro_core.PGO == 'trained'")
         cores.append(wheel)
+    publish_profile(f"{tag}-pgo", out)
     return cores
+
+
+def publish_profile(key: str, out: Path) -> Path:
+    """``pgo/<key>.profdata`` and its ``.json`` stamp in ``out``: what rebuilds bit for bit.
+
+    A training's counts vary from run to run, so a rebuild that trains again
+    gets another profile-guided core; ``release.py --profiles <release>/pgo``
+    builds with these instead and gets the same bytes (docs/shipping.md).
+    """
+    profile, stamp = corewheel.published_profile(key)
+    folder = out / "pgo"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(profile, folder / f"{key}.profdata")
+    shutil.copyfile(stamp, folder / f"{key}.json")
+    return folder / f"{key}.profdata"
 
 
 def assemble(
@@ -428,7 +445,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=f"manylinux2014-{arch()},musllinux_1_2-{arch()}",
         help="comma-separated keys of corewheel.PLATFORMS (default: this architecture's two)",
     )
+    parser.add_argument(
+        "--profiles",
+        type=Path,
+        help="build with the PGO profiles of this folder (a release's pgo/) instead of "
+        "training: the same commit then gives the same bytes",
+    )
     args = parser.parse_args(argv)
+    if args.profiles is not None:
+        os.environ[corewheel.PROFILES_ENV] = str(args.profiles.resolve())
     platforms = args.platforms.split(",")
     for platform in platforms:
         if platform not in corewheel.PLATFORMS:

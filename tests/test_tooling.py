@@ -222,3 +222,60 @@ def test_a_wheel_made_under_another_source_date_epoch_is_built_again(
         monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
         corewheel.build_grelmicro_dists(sys.executable, log=print)
     assert builds == ["1700000000", "1800000000"]
+
+
+def test_a_published_profile_rebuilds_without_training(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Two trainings never count alike, so a rebuild that trains again ships
+    # another core; a release publishes its profiles (pgo/) and a rebuild
+    # given them (release.py --profiles) trains nothing and uses those bytes.
+    corewheel = _corewheel()
+    import release  # noqa: PLC0415 - scripts/ is on the path now
+
+    steps: list[str] = []
+
+    def run(cmd: list[Any], log: object, **kw: Any) -> None:
+        cmd = [str(part) for part in cmd]
+        env = kw.get("env") or {}
+        if "build" in cmd[1:2]:
+            flags = env.get("RUSTFLAGS", "")
+            steps.append("instrumented" if "profile-generate" in flags else flags)
+            out = Path(cmd[cmd.index("-o") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "grelmicro_core-0-cp311-cp311-linux_x86_64.whl").touch()
+        elif "LLVM_PROFILE_FILE" in env:
+            steps.append("training")
+            Path(env["LLVM_PROFILE_FILE"]).with_name("train-1.profraw").touch()
+        elif cmd[1:2] == ["merge"]:
+            Path(cmd[cmd.index("-o") + 1]).write_bytes(b"counts of the first training")
+
+    monkeypatch.setattr(corewheel, "_run", run)
+    monkeypatch.setattr(corewheel, "can_train", lambda python: True)
+    monkeypatch.setattr(corewheel, "llvm_profdata", lambda log=None: Path("llvm-profdata"))
+    monkeypatch.setattr(corewheel, "DIST", tmp_path / "first")
+    monkeypatch.delenv(corewheel.PROFILES_ENV, raising=False)
+    corewheel.build_core_wheel(sys.executable, pgo=True, log=print)
+    assert steps[:2] == ["instrumented", "training"]
+    key = f"{corewheel.interpreter_tag(sys.executable)}-pgo"
+    published = release.publish_profile(key, tmp_path / "release")
+    assert published.read_bytes() == b"counts of the first training"
+    assert (tmp_path / "release" / "pgo" / f"{key}.json").is_file()
+
+    steps.clear()
+    monkeypatch.setattr(corewheel, "DIST", tmp_path / "rebuild")  # a clean clone
+    monkeypatch.setenv(corewheel.PROFILES_ENV, str(published.parent))
+    corewheel.build_core_wheel(sys.executable, pgo=True, log=print)
+    [final] = steps  # no instrumented build, no training
+    used = Path(final.split("-Cprofile-use=", 1)[1].split()[0])
+    assert used.read_bytes() == b"counts of the first training"
+
+    # Another commit's profile (its stamp names other inputs) is refused.
+    stamp = published.with_suffix(".json")
+    stamp.write_text(stamp.read_text().replace('"inputs": "', '"inputs": "0'))
+    monkeypatch.setattr(corewheel, "DIST", tmp_path / "stale")
+    with pytest.raises(SystemExit, match="trained on other sources"):
+        corewheel.build_core_wheel(sys.executable, pgo=True, log=print)
+    published.unlink()
+    with pytest.raises(SystemExit, match=r"no \S+\.profdata"):
+        corewheel.build_core_wheel(sys.executable, pgo=True, log=print)
