@@ -100,3 +100,21 @@ def test_a_login_refuses_what_swagger_could_not_use() -> None:
             scopes={},
             authorize_params={"audience": 1},  # type: ignore[dict-item]
         )
+
+
+def test_entra_login_ticks_selected_short_names_and_passes_authorize_params() -> None:
+    login = SwaggerLogin.entra(
+        TENANT,
+        client_id="swagger-spa",
+        api=API + "/",
+        scopes={"Orders.Read": "Read orders", "Orders.Write": "Change orders"},
+        selected=("Orders.Read",),
+        authorize_params={"prompt": "select_account"},
+    )
+    settings = login.init_oauth()
+    assert settings["scopes"] == f"{API}/Orders.Read"  # the full name, one ticked
+    assert settings["additionalQueryStringParams"] == {"prompt": "select_account"}
+    with pytest.raises(ConfigurationError, match="not in scopes"):
+        SwaggerLogin.entra(
+            TENANT, client_id="c", api=API, scopes={"Orders.Read": "r"}, selected=("Nope",)
+        )

@@ -97,12 +97,17 @@ class SwaggerLogin:
         client_id: str,
         api: str,
         scopes: Mapping[str, str],
+        selected: tuple[str, ...] | None = None,
         authority: str = "https://login.microsoftonline.com",
+        authorize_params: Mapping[str, str] | None = None,
     ) -> SwaggerLogin:
         """Entra ID: ``tenant`` (an id, or ``organizations``), the API's ``api://`` URI.
 
         ``scopes`` maps the short names the token carries (``Orders.Read``)
         to descriptions; the authorize request asks for ``<api>/<name>``.
+        ``selected`` names the scopes ticked at first, by their short names
+        (default: all); ``authorize_params`` as for the constructor
+        (``{"prompt": "select_account"}``, ``{"domain_hint": ...}``).
         """
         base = f"{authority.rstrip('/')}/{tenant}/oauth2/v2.0"
         prefix = api.rstrip("/")
@@ -111,6 +116,8 @@ class SwaggerLogin:
             token_url=f"{base}/token",
             client_id=client_id,
             scopes={f"{prefix}/{name}": text for name, text in scopes.items()},
+            selected=None if selected is None else tuple(f"{prefix}/{name}" for name in selected),
+            authorize_params=authorize_params,
         )
 
     def security_scheme(self, description: str | None = None) -> OAuth2:
