@@ -83,7 +83,12 @@ class FetchOptions:
             yet, or a new ``kid``), in seconds from its arrival, and for one
             fetch at most: past it, 503 with ``Retry-After`` while the fetch
             goes on in the background (the next request after it lands is
-            served). ``0`` never waits.
+            served). Nobody waits on a fetch past ``key_wait`` from the
+            fetch's own start either, and while the source's last fetch
+            failed (until one succeeds) only the request that starts the
+            next fetch waits for it: the others get their 503 at once, so
+            a provider that hangs holds one request thread per fetch
+            attempt, not one per request. ``0`` never waits.
         max_waiters: how many requests may wait for one source's fetch at
             once; beyond it a request is answered 503 at once (a slow
             provider and a flood of invented kids hold no more than this).

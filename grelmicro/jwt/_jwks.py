@@ -180,7 +180,9 @@ class KeySource:
 
         ``why`` is ``keys`` (load or refresh) or ``unknown-kid`` (a token
         names a kid the keys lack); ``until`` (monotonic) is when the
-        caller stops waiting (its arrival plus ``key_wait``). The fetch runs
+        caller stops waiting (its arrival plus ``key_wait``), and no later
+        than ``key_wait`` after the flight began; while the last fetch
+        failed, only the caller that started this one waits. The fetch runs
         on this source's runner (:meth:`_launch`), never in the caller:
         the :class:`KeyWait` returned only waits. A flight past its deadline
         (its runner never ran it, or it hangs) is abandoned and replaced.
@@ -195,6 +197,15 @@ class KeySource:
         if started:
             self._launch(flight)
         limit = now + self.options.key_wait if until is None else until
+        # Nobody waits on a fetch past key_wait from its start, and while the
+        # last fetch failed only the request that started the next one
+        # waits: a provider that hangs would otherwise hold a pool's request
+        # threads a key_wait each, and the requests whose keys are held would
+        # queue behind them (gthread workers). The others get their 503 at
+        # once; the fetch goes on.
+        limit = min(limit, flight.started + self.options.key_wait)
+        if self.state.failing and not started:
+            limit = now
         return KeyWait(flight, limit, self.timer, self._lock, self.parking)
 
     def kick(self, why: str) -> Decision | None:

@@ -109,6 +109,11 @@ class KeyState:
         """The issuer being discovered, if any."""
         return self._named.discover
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last fetch failed (until one succeeds)."""
+        return self._failing
+
     def after_fork(self) -> None:
         """In a forked child: a fresh lock and rate limits (a parent's thread may have held it)."""
         self.lock = threading.Lock()

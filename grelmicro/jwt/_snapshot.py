@@ -235,12 +235,13 @@ class KeyWait:
 
     def block(self) -> str:
         """The sync driver: wait in this thread."""
-        if self.flight.done.is_set():
+        left = self.remaining()
+        if self.flight.done.is_set() or left <= 0:  # nothing to wait for, or no time to
             return WAITED
         if not self.parking.enter():
             return FULL
         try:
-            self.flight.done.wait(self.remaining())
+            self.flight.done.wait(left)
         finally:
             self.parking.leave()
         return WAITED
@@ -250,12 +251,13 @@ class KeyWait:
 
     async def wait_async(self) -> str:
         """The async driver: wait on this loop without blocking it."""
-        if self.flight.done.is_set():
+        left = self.remaining()
+        if self.flight.done.is_set() or left <= 0:
             return WAITED
         if not self.parking.enter():
             return FULL
         try:
-            await self.flight.wait_async(self.lock, self.remaining())
+            await self.flight.wait_async(self.lock, left)
         finally:
             self.parking.leave()
         return WAITED

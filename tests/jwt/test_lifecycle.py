@@ -12,6 +12,8 @@ import asyncio
 import ctypes
 import json
 import os
+import select
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +24,7 @@ import httpx
 import pytest
 from forge import private_key
 from servers import FAST, jwks_of
+from support import HANG_GUARD
 
 from grelmicro.jwt import JWTVerifier, _lifecycle
 from grelmicro.jwt._http import Clients, get_sync
@@ -243,20 +246,41 @@ def in_child(work: Callable[[], bytes]) -> bytes:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
+        answer_and_exit(read, write, work)
+    return answer_of(pid, read, write)
+
+
+def answer_and_exit(read: int, write: int, work: Callable[[], bytes]) -> None:
+    """The child's side: run ``work``, write what it returns (or its error), exit."""
+    try:
+        os.close(read)
         try:
-            os.close(read)
-            try:
-                answer = work()
-            except BaseException as exc:  # the parent reports it
-                answer = f"error: {exc!r}".encode()
-            os.write(write, answer)
-        finally:
-            os._exit(0)
+            answer = work()
+        except BaseException as exc:  # the parent reports it
+            answer = f"error: {exc!r}".encode()
+        os.write(write, answer)
+    finally:
+        os._exit(0)
+
+
+def answer_of(pid: int, read: int, write: int) -> bytes:
+    """The parent's side: the child's answer; a child that hangs is killed and the test fails."""
     os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        answer = pipe.read()
-    os.waitpid(pid, 0)
-    return answer
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + HANG_GUARD
+    try:
+        while True:
+            ready, _, _ = select.select([read], [], [], max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError(f"the forked child hung past {HANG_GUARD} s")
+            chunk = os.read(read, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
 
 
 FORK = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -325,26 +349,19 @@ def test_at_fork_child_hooks_run_in_the_child_only(monkeypatch: pytest.MonkeyPat
 
 
 def in_c_child(work: Callable[[], bytes]) -> bytes:
-    """As :func:`in_child`, forked by libc's ``fork()`` as uWSGI forks: no Python fork hook runs."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    """As :func:`in_child`, forked by libc's ``fork()`` as uWSGI forks: no Python fork hook runs.
+
+    Called through ``PyDLL``, which keeps the GIL across the call: through
+    ``CDLL`` (which lets it go) another thread of this process could hold
+    the GIL at the fork, and the child would wait for it forever.
+    """
+    libc = ctypes.PyDLL(None, use_errno=True)
     read, write = os.pipe()
     pid = libc.fork()
     assert pid >= 0, ctypes.get_errno()
     if pid == 0:  # the child: never returns into pytest
-        try:
-            os.close(read)
-            try:
-                answer = work()
-            except BaseException as exc:  # the parent reports it
-                answer = f"error: {exc!r}".encode()
-            os.write(write, answer)
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        answer = pipe.read()
-    os.waitpid(pid, 0)
-    return answer
+        answer_and_exit(read, write, work)
+    return answer_of(pid, read, write)
 
 
 @FORK

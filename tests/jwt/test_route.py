@@ -366,6 +366,118 @@ def test_the_requests_waiting_for_keys_are_bounded(
     verifier.close()
 
 
+def test_nobody_waits_on_a_fetch_past_key_wait_from_its_start(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """Each newcomer waited its own key_wait on a hung fetch.
+
+    Under gunicorn's gthread workers (4 threads) a hung provider with 10% of
+    tokens naming a new kid held request threads a second each, and tokens of
+    held keys queued behind them (held-key p99 4.8x the healthy run's).
+    """
+    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
+    verifier, gate, mono = held_then_gated(server, k1, k2, options)
+    source = only_source(verifier)
+    first: list[Any] = []
+    waiter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
+    waiter.start()
+    eventually(lambda: source.parking.count == 1, "the first request waits for the fetch")
+    flight = source.in_flight()
+    assert flight is not None
+
+    mono.now += 31  # the fetch has run past key_wait (30 s), short of its deadline
+    late: list[BaseException] = []
+
+    def newcomer() -> None:
+        try:
+            verifier.verify(mint(k2, jti="late"))
+        except KeysUnavailableError as error:
+            late.append(error)
+
+    thread = threading.Thread(target=newcomer)
+    thread.start()
+    eventually(
+        lambda: not thread.is_alive() or source.parking.count > 1, "the newcomer answered or parked"
+    )
+    assert source.parking.count == 1  # it never waited behind the slow fetch
+    thread.join(30)
+    assert [error.wait for error in late] == ["fetch-in-flight"]
+    assert source.in_flight() is flight  # the fetch goes on
+
+    gate.set()  # the fetch lands: the request that arrived inside the window is served
+    waiter.join(30)
+    assert first == ["user-1"]
+    verifier.close()
+
+
+def test_while_the_last_fetch_failed_only_the_request_that_starts_the_next_one_waits(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """A provider that hangs held a request thread a key_wait for every new-kid token.
+
+    Under gunicorn's gthread workers the held keys' requests queued behind
+    those threads (held-key p99 3-5x the healthy run's, ``bench/gunicorn_hung.py``).
+    """
+    server.set(JWKS, jwks_of(k1), headers=KEEP)
+    mono = Mono()
+    options = dataclasses.replace(FAST, read_timeout=10, total_timeout=10, key_wait=30)
+    verifier = verifier_over(server, mono, options=options)
+    load(verifier)
+    source = only_source(verifier)
+    server.set(JWKS, "down", status=503)
+    mono.now += 2
+    with pytest.raises(KeysUnavailableError):  # waited for the fetch, which failed
+        verifier.verify(mint(k2))
+    assert source.state.failing
+
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)  # back, but slow to answer
+    mono.now += 2  # past the pace after a failed fetch
+    first: list[Any] = []
+    leader = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
+    leader.start()  # it starts the next fetch: it waits for it
+    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    answered: list[BaseException] = []
+
+    def newcomer() -> None:
+        try:
+            verifier.verify(mint(k2, jti="while-failing"))
+        except KeysUnavailableError as error:
+            answered.append(error)
+
+    thread = threading.Thread(target=newcomer)
+    thread.start()
+    eventually(
+        lambda: not thread.is_alive() or source.parking.count > 1, "the newcomer answered or parked"
+    )
+    assert source.parking.count == 1  # the newcomer did not wait
+    thread.join(30)
+    assert [error.wait for error in answered] == ["fetch-in-flight"]
+    gate.set()
+    leader.join(30)
+    assert first == ["user-1"]  # the fetch landed: its starter is served
+    landed(verifier)
+    assert not source.state.failing
+
+    k3 = private_key("ES256", kid="k3", seed=73)
+    gate = threading.Event()
+    server.set(JWKS, jwks_of(k1, k2, k3), headers=KEEP, gate=gate)
+    mono.now += 2
+    waiters = [
+        threading.Thread(target=lambda j=j: first.append(verifier.verify(mint(k3, jti=j))["sub"]))
+        for j in ("a", "b")
+    ]
+    for waiter in waiters:
+        waiter.start()
+    # Healthy again: every request waits for the fetch, not only its starter.
+    eventually(lambda: source.parking.count == 2, "both requests wait")
+    gate.set()
+    for waiter in waiters:
+        waiter.join(30)
+    assert first == ["user-1"] * 3
+    verifier.close()
+
+
 def test_a_flight_past_its_deadline_is_replaced(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
