@@ -33,10 +33,12 @@ import itertools
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
@@ -289,6 +291,53 @@ _FORK_KEYS = itertools.count()
 _PID = os.getpid()
 
 
+def in_uwsgi_master() -> bool:
+    """Whether this is a uWSGI master, whose workers uWSGI forks in C (``worker_id() == 0``).
+
+    uWSGI lets the GIL go around that fork without Python's fork hooks (unless
+    ``py-call-uwsgi-fork-hooks``): a Python thread of the master's that holds
+    the GIL at that instant leaves the worker waiting for it forever. So the
+    library starts no thread there (:meth:`JWTVerifier.start_sync`).
+    """
+    uwsgi = sys.modules.get("uwsgi")
+    worker_id = getattr(uwsgi, "worker_id", None)
+    options = getattr(uwsgi, "opt", None)
+    if not callable(worker_id) or not isinstance(options, dict):
+        return False
+    master = options.get("master")
+    if isinstance(master, bytes):
+        master = master.decode(errors="replace")
+    if isinstance(master, str):
+        master = master.strip().lower() not in ("", "0", "false", "no", "off")
+    try:
+        return bool(master) and worker_id() == 0
+    except Exception:  # noqa: BLE001 - not the uWSGI module we know: not its master
+        return False
+
+
+def join_threads(timeout: float) -> None:
+    """Wait (bounded) for the library's threads running now to end (a uWSGI master's fetches).
+
+    Ended as the OS sees it, too: a thread that Python has joined still runs
+    its thread-local destructors (OpenSSL's takes a process-wide lock), and a
+    C fork in that instant hands the child that lock held for good. Where
+    ``/proc/self/task`` lists the process's threads, this waits until it
+    lists no more than Python knows of.
+    """
+    deadline = time.monotonic() + timeout
+    with _STATE.lock:
+        threads = [t for t in _STATE.threads if t is not threading.current_thread()]
+    for thread in threads:
+        thread.join(max(deadline - time.monotonic(), 0.0))
+    tasks = Path("/proc/self/task")
+    settle = min(deadline, time.monotonic() + 1.0)
+    with contextlib.suppress(OSError):
+        while sum(1 for _ in tasks.iterdir()) > threading.active_count():
+            if time.monotonic() >= settle:
+                break
+            time.sleep(0.001)
+
+
 def adopt_unseen_fork() -> bool:
     """Run the after-fork hooks now if this process was forked without them; True if it was.
 
@@ -348,7 +397,9 @@ class BoundWatch:
             if self._stopped:
                 return
             heapq.heappush(self._heap, (when, next(self._order), weakref.ref(source)))
-            if self._thread is None:
+            # No thread in a uWSGI master: it forks its workers in C (see
+            # in_uwsgi_master); each worker watches its own bounds.
+            if self._thread is None and not in_uwsgi_master():
                 self._thread = spawn(self._run, "grelmicro-jwks-bounds")
             self._ready.notify()
 

@@ -695,6 +695,22 @@ class KeyRouter:
         for source in self.sources:
             await source.start()
 
+    def load_sync(self) -> None:
+        """Load every source's keys now and leave no thread running (a uWSGI master).
+
+        Each fetch runs on a library thread as a sync caller's does; this
+        waits for it and joins it. Sources whose keys are loaded, or with no
+        way to fetch from a thread (an ``AsyncClient`` alone), are left as
+        they are: their keys load on first need.
+        """
+        for source in self.sources:
+            if source.snapshot.key_set is None:
+                wait = source.need("keys", until=math.inf)
+                if isinstance(wait, KeyWait):
+                    wait.flight.done.wait(source.options.wait_limit())
+            source.join()
+            _lifecycle.join_threads(source.options.wait_limit())  # the GETs' own threads
+
     async def aclose(self) -> None:
         """Stop background refreshes; close the clients we opened."""
         for source in self.sources:

@@ -750,11 +750,20 @@ class JWTVerifier:
         ``post_fork`` hook): a forked child has no thread of its parent's
         and fetches on its own connections; its keys still load on first
         need without it, but ``/ready`` and the refresh wait for traffic.
+        In a uWSGI master (which forks its workers in C) it loads the keys
+        and starts no thread: a thread holding the GIL at that fork would
+        leave the worker waiting for it forever.
         """
         router = self._router
         if router is None:
             return
         _lifecycle.adopt_unseen_fork()  # uWSGI forks without Python's fork hooks
+        if _lifecycle.in_uwsgi_master():
+            # Workers are forked from here in C: keys load now, in this
+            # thread's time, and no thread is left to hold the GIL at a
+            # fork. Each worker's start_sync (a postfork hook) starts its own.
+            router.load_sync()
+            return
         with _RUNNERS:
             runner = self._loop_thread
             if runner is None:

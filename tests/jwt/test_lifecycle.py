@@ -9,13 +9,15 @@ never with sleeps.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,7 +26,7 @@ import httpx
 import pytest
 from forge import private_key
 from servers import FAST, jwks_of
-from support import HANG_GUARD
+from support import HANG_GUARD, eventually
 
 from grelmicro.jwt import JWTVerifier, _lifecycle
 from grelmicro.jwt._http import Clients, get_sync
@@ -348,20 +350,35 @@ def test_at_fork_child_hooks_run_in_the_child_only(monkeypatch: pytest.MonkeyPat
     assert calls == []
 
 
-def in_c_child(work: Callable[[], bytes]) -> bytes:
-    """As :func:`in_child`, forked by libc's ``fork()`` as uWSGI forks: no Python fork hook runs.
+#: A uWSGI master in miniature, in a process of its own (pytest's has other
+#: threads, and a C fork of a process with threads can deadlock on any lock
+#: one of them held): ``uwsgi.worker_id()`` is 0 and keys load in
+#: ``start_sync``; on "go" it forks with libc's ``fork()``, as uWSGI forks
+#: its workers (no Python fork hook runs), through ``PyDLL`` (the GIL kept
+#: across the call); the child, worker 1, starts its own keys and verifies
+#: a token of a key published after the fork.
+C_FORK_MASTER = """
+import ctypes, os, sys, types
+from grelmicro.jwt import JWTVerifier
 
-    Called through ``PyDLL``, which keeps the GIL across the call: through
-    ``CDLL`` (which lets it go) another thread of this process could hold
-    the GIL at the fork, and the child would wait for it forever.
-    """
-    libc = ctypes.PyDLL(None, use_errno=True)
-    read, write = os.pipe()
-    pid = libc.fork()
-    assert pid >= 0, ctypes.get_errno()
-    if pid == 0:  # the child: never returns into pytest
-        answer_and_exit(read, write, work)
-    return answer_of(pid, read, write)
+sys.modules["uwsgi"] = types.SimpleNamespace(worker_id=lambda: 0, opt={"master": b"true"})
+verifier = JWTVerifier(jwks_url=os.environ["JWKS"], allow_insecure_loopback=True, audience="orders")
+verifier.start_sync()
+print("loaded", flush=True)
+assert sys.stdin.readline().strip() == "go"
+pid = ctypes.PyDLL(None, use_errno=True).fork()
+if pid == 0:
+    try:
+        sys.modules["uwsgi"] = types.SimpleNamespace(worker_id=lambda: 1, opt={"master": b"true"})
+        verifier.start_sync()
+        answer = "child " + verifier.verify(os.environ["TOKEN"]).subject
+    except BaseException as exc:
+        answer = f"child error: {exc!r}"
+    print(answer, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("master done", flush=True)
+"""
 
 
 @FORK
@@ -374,21 +391,68 @@ def test_start_sync_in_a_child_forked_without_python_hooks_starts_its_own(server
     """
     k1, k2 = private_key("RS256", kid="k1"), private_key("RS256", kid="k2", seed=1)
     server.set("/jwks", jwks_of(k1))
+    token = k2.mint({"sub": "alice", "aud": "orders", "exp": time.time() + 60})
+    master = subprocess.Popen(  # a fixed command line
+        [sys.executable, "-c", C_FORK_MASTER],
+        env={**os.environ, "JWKS": server.url("/jwks"), "TOKEN": token},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert master.stdin is not None
+        assert master.stdout is not None
+        assert master.stdout.readline().strip() == "loaded"
+        (parent,) = server.peers["/jwks"]
+        server.set("/jwks", jwks_of(k1, k2))  # a key the child must fetch
+        master.stdin.write("go\n")
+        master.stdin.flush()
+        output, _ = master.communicate(timeout=HANG_GUARD)
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+    assert output.splitlines() == ["child alice", "master done"], output
+    assert len(server.peers["/jwks"]) == 2  # the child fetched k2
+    assert server.peers["/jwks"][1] != parent  # on a connection of its own
+
+
+def ours(before: set[threading.Thread]) -> set[str]:
+    """The library's threads started since ``before`` and still running (by name)."""
+    return {t.name for t in set(threading.enumerate()) - before if t.name.startswith("grelmicro")}
+
+
+def test_start_sync_in_a_uwsgi_master_loads_keys_and_leaves_no_thread(
+    server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uWSGI without ``py-call-uwsgi-fork-hooks`` forked its workers in C with our thread running.
+
+    uWSGI lets the GIL go around that fork: when the master's refresher
+    thread held it at that instant, the worker waited for it forever (one
+    uWSGI test run in five here). In a master (``uwsgi.worker_id() == 0``;
+    the module stands in for the one uWSGI embeds) the keys load in the
+    caller's time and no thread of ours is left.
+    """
+    k1 = private_key("RS256", kid="k1")
+    server.set("/jwks", jwks_of(k1))
+    master = types.SimpleNamespace(worker_id=lambda: 0, opt={"master": b"true"})
+    monkeypatch.setitem(sys.modules, "uwsgi", master)
     verifier = JWTVerifier(
         jwks_url=server.url("/jwks"), allow_insecure_loopback=True, audience="orders"
     )
-    verifier.start_sync()  # the parent: its refresher thread, its keep-alive connection
+    before = set(threading.enumerate())  # other tests' threads, and the server's
     try:
-        (parent,) = server.peers["/jwks"]
-        server.set("/jwks", jwks_of(k1, k2))  # a key the child must fetch
-        token = k2.mint({"sub": "alice", "aud": "orders", "exp": time.time() + 60})
+        verifier.start_sync()
+        assert verifier.health().ready  # loaded before it returned
+        eventually(lambda: not ours(before), "no thread of ours left")
+        assert verifier._loop_thread is None  # no refresher started
+        token = k1.mint({"sub": "alice", "aud": "orders", "exp": time.time() + 60})
+        assert verifier.verify(token).subject == "alice"
 
-        def start_then_verify() -> bytes:
-            verifier.start_sync()
-            return verifier.verify(token).subject.encode()
-
-        assert in_c_child(start_then_verify) == b"alice"
-        assert len(server.peers["/jwks"]) == 2  # the child fetched k2
-        assert server.peers["/jwks"][1] != parent  # on a connection of its own
+        worker = types.SimpleNamespace(worker_id=lambda: 1, opt={"master": b"true"})
+        monkeypatch.setitem(sys.modules, "uwsgi", worker)
+        verifier.start_sync()  # a worker (lazy-apps, or the postfork hook): its refresher runs
+        assert verifier._loop_thread is not None
+        assert verifier._loop_thread.running
     finally:
         verifier.close()
