@@ -30,12 +30,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path[:0] = [str(TESTS), str(TESTS / "jwt")]
 
-from daemons import free_port, wait_listening  # noqa: E402 - the test suite's helpers
+from daemons import gunicorn_preload  # noqa: E402 - the test suite's helpers
 from forge import private_key  # noqa: E402
 from servers import DocumentServer, jwks_of  # noqa: E402
 
@@ -93,30 +90,6 @@ def percentile(values: list[float], q: float) -> float:
     )
 
 
-@contextmanager
-def gunicorn(jwks_url: str, workers: int, threads: int) -> Iterator[str]:
-    port = free_port()
-    environ = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS / "jwt"), str(TESTS), str(ROOT)]),
-        "TEST_JWKS_URL": jwks_url,
-        "TEST_APP_MODULE": "apps.flask_app",
-    }
-    command = [
-        sys.executable, "-m", "gunicorn", "apps.flask_app:app",
-        "--preload", "-k", "gthread", "-w", str(workers), "--threads", str(threads),
-        "-c", str(TESTS / "jwt" / "apps" / "gunicorn_conf.py"),
-        "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--graceful-timeout", "5",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, env=environ)  # a fixed command line
-    try:
-        wait_listening(port, process, "gunicorn")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
-
-
 def warm(url: str, requests: int = 60) -> None:
     """Held-key requests, not counted: each worker's first requests (Flask, pools) warm up."""
     headers = {"Authorization": f"Bearer {K1.mint({**CLAIMS, 'exp': time.time() + 3600})}"}
@@ -160,6 +133,24 @@ def drive(url: str, run: Run, rate: float, seconds: float, clients: int) -> None
         thread.join()
 
 
+def one_run(
+    server: DocumentServer, run: Run, args: argparse.Namespace, *, keys: object, hang: bool
+) -> None:
+    """Fresh workers over ``keys``, warmed; the provider hung if ``hang``; then the traffic."""
+    server.set("/jwks", keys)
+    with gunicorn_preload(
+        "flask_app",
+        server.url("/jwks"),
+        worker="gthread",
+        workers=args.workers,
+        threads=args.threads,
+    ) as url:
+        warm(url)
+        if hang:
+            server.set("/jwks", b"", gate=threading.Event())
+        drive(url, run, args.rate, args.seconds, args.clients)
+
+
 def report(run: Run) -> None:
     held = run.times("k1")
     other = run.times("k2")
@@ -186,16 +177,9 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             # healthy: both keys served; a worker fetches k2 on its first k2 token.
-            server.set("/jwks", jwks_of(K1, K2))
-            with gunicorn(server.url("/jwks"), args.workers, args.threads) as url:
-                warm(url)
-                drive(url, healthy, args.rate, args.seconds, args.clients)
+            one_run(server, healthy, args, keys=jwks_of(K1, K2), hang=False)
             # hung: the workers load k1 only, then the provider stops answering.
-            server.set("/jwks", jwks_of(K1))
-            with gunicorn(server.url("/jwks"), args.workers, args.threads) as url:
-                warm(url)
-                server.set("/jwks", b"", gate=threading.Event())
-                drive(url, hung, args.rate, args.seconds, args.clients)
+            one_run(server, hung, args, keys=jwks_of(K1), hang=True)
     finally:
         server.stop()
 

@@ -1,4 +1,4 @@
-"""Real servers the tests start themselves on 127.0.0.1: nginx, Redis and Valkey.
+"""Real servers the tests start themselves on 127.0.0.1: nginx, Redis, Valkey, gunicorn.
 
 nginx and Redis come from Debian packages installed by ``bash
 scripts/prereqs.sh servers``; Valkey (packaged from Debian trixie on) from
@@ -18,6 +18,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -29,6 +30,8 @@ __all__ = [
     "RedisServer",
     "binary",
     "free_port",
+    "gunicorn_preload",
+    "serving",
     "wait_for",
     "wait_listening",
 ]
@@ -383,3 +386,50 @@ class Nginx:
             yield self
         finally:
             _stop(self.process)
+
+
+#: The test apps (``tests/jwt/apps``) and the guide's gunicorn settings.
+_TESTS = Path(__file__).resolve().parent
+
+
+@contextlib.contextmanager
+def gunicorn_preload(
+    module: str, jwks_url: str, *, worker: str, workers: int, threads: int = 4, **env: str
+) -> Iterator[str]:
+    """``gunicorn --preload`` serving ``apps.<module>:app`` with the guide's ``post_fork`` hook.
+
+    ``TEST_JWKS_URL`` names the provider to the app; ``env`` adds variables.
+    Yields the base URL; stops gunicorn (and waits for it) on leaving.
+    """
+    port = free_port()
+    environ = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(_TESTS / "jwt"), str(_TESTS), str(_TESTS.parent)]),
+        "TEST_JWKS_URL": jwks_url,
+        "TEST_APP_MODULE": f"apps.{module}",
+        **env,
+    }
+    command = [
+        sys.executable, "-m", "gunicorn", f"apps.{module}:app",
+        "--preload", "-k", worker, "-w", str(workers), "--threads", str(threads),
+        "-c", str(_TESTS / "jwt" / "apps" / "gunicorn_conf.py"),
+        "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--graceful-timeout", "5",
+    ]  # fmt: skip
+    with serving(command, environ, port, "gunicorn") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(command: list[str], env: dict[str, str], port: int, what: str) -> Iterator[str]:
+    """Run ``command`` (an HTTP server on 127.0.0.1:``port``) until the block ends; its URL."""
+    process = subprocess.Popen(  # a fixed command line, from the tests
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_listening(port, process, what)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(30)
+        if process.stdout is not None:
+            process.stdout.close()

@@ -10,7 +10,6 @@ in separate processes: a captured proof is accepted once across them with
 import asyncio
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from typing import Annotated, Any
 import httpx
 import pytest
 import redis
-from daemons import RedisServer, free_port, wait_listening
+from daemons import RedisServer, free_port, serving
 from dpop_proofs import ProofSigner, access_token
 from fastapi import Depends, FastAPI
 from forge import SECRET
@@ -86,17 +85,8 @@ def uvicorn_process(redis_url: str | None, *, workers: int = 1) -> Iterator[str]
         "--host", "127.0.0.1", "--port", str(port),
         "--workers", str(workers), "--log-level", "warning",
     ]  # fmt: skip
-    process = subprocess.Popen(  # a fixed command line
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        wait_listening(port, process, "uvicorn")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
-        if process.stdout is not None:
-            process.stdout.close()
+    with serving(command, env, port, "uvicorn") as url:
+        yield url
 
 
 def get(url: str, headers: dict[str, str]) -> httpx.Response:

@@ -15,18 +15,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from daemons import free_port, wait_listening
+from daemons import gunicorn_preload as gunicorn
 from forge import private_key
 from servers import jwks_of
 
@@ -46,36 +41,6 @@ def mint(key, **claims: object) -> str:
 
 
 GOOD = {"scope": "orders:read", "realm_access": {"roles": ["clerk"]}}
-
-
-@contextmanager
-def gunicorn(module: str, jwks_url: str, *, worker: str, workers: int, **env: str) -> Iterator[str]:
-    """``gunicorn --preload`` serving ``apps.<module>:app`` with the guide's post_fork hook."""
-    port = free_port()
-    environ = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS / "jwt"), str(TESTS), str(TESTS.parent)]),
-        "TEST_JWKS_URL": jwks_url,
-        "TEST_APP_MODULE": f"apps.{module}",
-        **env,
-    }
-    command = [
-        sys.executable, "-m", "gunicorn", f"apps.{module}:app",
-        "--preload", "-k", worker, "-w", str(workers), "--threads", "4",
-        "-c", str(TESTS / "jwt" / "apps" / "gunicorn_conf.py"),
-        "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--graceful-timeout", "5",
-    ]  # fmt: skip
-    process = subprocess.Popen(  # a fixed command line
-        command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        wait_listening(port, process, "gunicorn")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def get(url: str, path: str, token: str | None = None) -> httpx.Response:
