@@ -699,17 +699,21 @@ class KeyRouter:
         """Load every source's keys now and leave no thread running (a uWSGI master).
 
         Each fetch runs on a library thread as a sync caller's does; this
-        waits for it and joins it. Sources whose keys are loaded, or with no
-        way to fetch from a thread (an ``AsyncClient`` alone), are left as
-        they are: their keys load on first need.
+        waits for them, then for every library thread to end. Sources whose
+        keys are loaded, or with no way to fetch from a thread (an
+        ``AsyncClient`` alone), are left as they are: their keys load on
+        first need.
         """
-        for source in self.sources:
-            if source.snapshot.key_set is None:
-                wait = source.need("keys", until=math.inf)
-                if isinstance(wait, KeyWait):
-                    wait.flight.done.wait(source.options.wait_limit())
-            source.join()
-            _lifecycle.join_threads(source.options.wait_limit())  # the GETs' own threads
+        waits = [
+            source.need("keys", until=math.inf)
+            for source in self.sources
+            if source.snapshot.key_set is None
+        ]  # every source's fetch started before any is waited for
+        limit = max((source.options.wait_limit() for source in self.sources), default=0.0)
+        for wait in waits:
+            if isinstance(wait, KeyWait):
+                wait.flight.done.wait(limit)
+        _lifecycle.join_threads(limit)  # the fetches' threads, the GETs' own
 
     async def aclose(self) -> None:
         """Stop background refreshes; close the clients we opened."""
