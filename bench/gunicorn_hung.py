@@ -16,11 +16,18 @@ warmed with 60 uncounted held-key requests):
 It prints, per run, the held-key (``k1``) answers' p50/p99 and the
 ``k2`` answers' statuses and slowest answer, then the ratio of the two
 held-key p99s (the issue's bar: within 2x of the healthy run), the same
-ratio for requests sent 2 s or more into each run (after the outage's
-first fetch, whose first second still has its waiters), and whether
-every ``k2`` answer of the hung run came within ``key_wait`` plus a margin.
+ratio for the requests sent in each run's first 2 s (the outage's first
+fetch: the requests that joined it waited for it) and after them, and
+whether every ``k2`` answer of the hung run came within ``key_wait`` plus
+a margin.
+
+``--compare TREE`` adds a third kind of run, alternating with the two
+others: hung, the workers importing ``grelmicro`` from another checkout
+(``git worktree add /tmp/before HEAD~1``), so a change's effect is
+measured side by side with it in one run.
 
     python bench/gunicorn_hung.py [--rate 100] [--seconds 15] [--workers 3] [--threads 4]
+                                  [--compare TREE]
 
 Needs the framework test tools (``flask``, ``gunicorn``: the dev lock).
 """
@@ -28,6 +35,7 @@ Needs the framework test tools (``flask``, ``gunicorn``: the dev lock).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -50,7 +58,7 @@ from grelmicro.jwt import FetchOptions  # noqa: E402
 
 K1 = private_key("RS256", kid="k1")
 K2 = private_key("RS256", kid="k2", seed=1)
-#: Seconds into a run after which the hung provider's first fetch has ended its waits.
+#: Seconds into a run within which the hung provider's first fetch has its waiters.
 SETTLED = 2.0
 CLAIMS = {
     "sub": "alice",
@@ -67,9 +75,9 @@ class Run:
     name: str
     answers: list[tuple[str, int, float, float]] = field(default_factory=list)
 
-    def times(self, kind: str, after: float = 0.0) -> list[float]:
+    def times(self, kind: str, after: float = 0.0, before: float = math.inf) -> list[float]:
         return sorted(
-            seconds for k, _, seconds, sent in self.answers if k == kind and sent >= after
+            seconds for k, _, seconds, sent in self.answers if k == kind and after <= sent < before
         )
 
     def statuses(self, kind: str) -> dict[int, int]:
@@ -134,16 +142,29 @@ def drive(url: str, run: Run, rate: float, seconds: float, clients: int) -> None
 
 
 def one_run(
-    server: DocumentServer, run: Run, args: argparse.Namespace, *, keys: object, hang: bool
+    server: DocumentServer,
+    run: Run,
+    args: argparse.Namespace,
+    *,
+    keys: object,
+    hang: bool,
+    tree: str | None = None,
 ) -> None:
-    """Fresh workers over ``keys``, warmed; the provider hung if ``hang``; then the traffic."""
+    """Fresh workers over ``keys``, warmed; the provider hung if ``hang``; then the traffic.
+
+    ``tree``: the workers import ``grelmicro`` from that checkout instead.
+    """
     server.set("/jwks", keys)
+    env = {}
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree, str(TESTS / "jwt"), str(TESTS)])
     with gunicorn_preload(
         "flask_app",
         server.url("/jwks"),
         worker="gthread",
         workers=args.workers,
         threads=args.threads,
+        **env,
     ) as url:
         warm(url)
         if hang:
@@ -162,6 +183,21 @@ def report(run: Run) -> None:
     )
 
 
+def ratios(run: Run, healthy: Run) -> str:
+    """Held-key p99 against the healthy run's: whole run, first seconds, after them."""
+
+    def ratio(after: float = 0.0, before: float = math.inf) -> float:
+        return percentile(run.times("k1", after, before), 99) / percentile(
+            healthy.times("k1", after, before), 99
+        )
+
+    return (
+        f"{run.name:8} held-key p99 / healthy: whole run {ratio():.2f}x (bar: <= 2x); "
+        f"sent in the first {SETTLED:g} s {ratio(before=SETTLED):.2f}x; "
+        f"after them {ratio(after=SETTLED):.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=100.0, help="requests per second")
@@ -170,16 +206,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--clients", type=int, default=32, help="client threads sending")
     parser.add_argument("--rounds", type=int, default=2, help="healthy/hung pairs, alternating")
+    parser.add_argument("--compare", metavar="TREE", help="another checkout's grelmicro, hung")
     args = parser.parse_args()
 
     server = DocumentServer().start()
     healthy, hung = Run("healthy"), Run("hung")
+    other = Run(f"hung@{Path(args.compare).name}") if args.compare else None
     try:
         for _ in range(args.rounds):
             # healthy: both keys served; a worker fetches k2 on its first k2 token.
             one_run(server, healthy, args, keys=jwks_of(K1, K2), hang=False)
             # hung: the workers load k1 only, then the provider stops answering.
             one_run(server, hung, args, keys=jwks_of(K1), hang=True)
+            if other is not None:
+                one_run(server, other, args, keys=jwks_of(K1), hang=True, tree=args.compare)
     finally:
         server.stop()
 
@@ -188,19 +228,13 @@ def main() -> None:
         f"{args.rate:g} req/s for {args.seconds:g} s x {args.rounds} rounds each, 10 % k2 tokens, "
         f"python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}"
     )
-    for run in (healthy, hung):
+    runs = [healthy, hung] if other is None else [healthy, hung, other]
+    for run in runs:
         report(run)
-    ratio = percentile(hung.times("k1"), 99) / percentile(healthy.times("k1"), 99)
+    for run in runs[1:]:
+        print(ratios(run, healthy))
     bound = FetchOptions().key_wait + 0.5
     slowest = max(hung.times("k2"), default=0.0)
-    print(f"held-key p99, hung / healthy: {ratio:.2f}x (bar: <= 2x)")
-    steady = percentile(hung.times("k1", SETTLED), 99) / percentile(
-        healthy.times("k1", SETTLED), 99
-    )
-    print(
-        f"held-key p99 of requests sent {SETTLED:g} s or more into each run "
-        f"(the outage's first fetch over): {steady:.2f}x"
-    )
     print(
         f"k2 in the hung run: slowest {slowest:.3f} s, key_wait {FetchOptions().key_wait:g} s "
         f"(+0.5 s margin): {'within' if slowest <= bound else 'BEYOND'}; "

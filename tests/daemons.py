@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -421,15 +422,23 @@ def gunicorn_preload(
 
 @contextlib.contextmanager
 def serving(command: list[str], env: dict[str, str], port: int, what: str) -> Iterator[str]:
-    """Run ``command`` (an HTTP server on 127.0.0.1:``port``) until the block ends; its URL."""
-    process = subprocess.Popen(  # a fixed command line, from the tests
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        wait_listening(port, process, what)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(30)
-        if process.stdout is not None:
-            process.stdout.close()
+    """Run ``command`` (an HTTP server on 127.0.0.1:``port``) until the block ends; its URL.
+
+    Its output goes to a temporary file (a pipe nobody reads would block a
+    chatty server once full); a server that fails to start shows its tail.
+    """
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(  # a fixed command line, from the tests
+            command, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            try:
+                wait_listening(port, process, what)
+            except AssertionError as error:
+                log.seek(0)
+                tail = log.read()[-2000:].decode(errors="replace")
+                raise AssertionError(f"{error}; its output: {tail}") from None
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(30)

@@ -17,6 +17,7 @@ import math
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -29,9 +30,18 @@ from grelmicro.jwt._schedule import FIRST_RETRY, Decision, Schedule
 from grelmicro.jwt._snapshot import EMPTY, Flight, Snapshot
 from grelmicro.jwt.errors import KeyPendingError, KeysUnavailableError
 
-__all__ = ["KeyState", "Named"]
+__all__ = ["PATIENCE_FACTOR", "PATIENCE_FLOOR", "KeyState", "Named"]
 
 Timer = Callable[[], float]
+
+#: A fetch running this many times longer than the slowest recent good one is
+#: presumed hung: request threads that did not start it stop waiting for it.
+PATIENCE_FACTOR = 4.0
+#: ... but never sooner than this many seconds into it (a fast provider's
+#: fetch may take a few round trips more than usual, a new connection too).
+PATIENCE_FLOOR = 0.5
+#: How many recent good fetches the patience is taken from.
+PATIENCE_MEMORY = 8
 
 
 class Named(Protocol):
@@ -83,6 +93,7 @@ class KeyState:
         self.closed = False
         self.waiting = Waiting(self.observers.emit, options.log_interval)
         self._failing = False
+        self._good_durations: deque[float] = deque(maxlen=PATIENCE_MEMORY)
         self._fail_logged_at = -math.inf
         self._fail_unlogged = 0
         self._stale_logged_at = -math.inf
@@ -113,6 +124,18 @@ class KeyState:
     def failing(self) -> bool:
         """Whether the last fetch failed (until one succeeds)."""
         return self._failing
+
+    def patience(self, key_wait: float) -> float:
+        """Seconds into a fetch after which only the request thread that started it waits.
+
+        :data:`PATIENCE_FACTOR` times the slowest of the last good fetches, at
+        least :data:`PATIENCE_FLOOR`, at most ``key_wait`` (``key_wait``
+        until a fetch has succeeded: there is nothing to compare with).
+        """
+        durations = self._good_durations
+        if not durations:
+            return key_wait
+        return min(key_wait, max(PATIENCE_FLOOR, PATIENCE_FACTOR * max(durations)))
 
     def after_fork(self) -> None:
         """In a forked child: a fresh lock and rate limits (a parent's thread may have held it)."""
@@ -172,6 +195,7 @@ class KeyState:
                 why=flight.why,  # type: ignore[arg-type]
             )
             snapshot = self._publish(key_set, None)
+            self._good_durations.append(max(now - flight.started, 0.0))
             recovered, self._failing = self._failing, False
             self._fail_unlogged = 0
             self._stale_logged_at, self._stale_unlogged = -math.inf, 0
@@ -253,6 +277,7 @@ class KeyState:
                 started=flight.started, now=now, ttl=ttl, spread=spread, empty=True
             )
             self._failing = False
+            self._good_durations.append(max(now - flight.started, 0.0))
             held = self.snapshot.key_set
             # Withdrawn: a snapshot without keys, unless it says so already.
             publish = outcome == "withdrawn" and (

@@ -218,9 +218,11 @@ class KeyWait:
     """A step's request to its driver: wait for ``flight`` until ``until`` (monotonic).
 
     The fetch already runs on its source's runner; whoever waits only
-    waits, for at most what is left of the token's ``key_wait``.
-    ``parking`` bounds how many wait at once: beyond it, the driver does
-    not wait and the step answers 503 at once.
+    waits, for at most what is left of the token's ``key_wait``, and a
+    thread no later than ``thread_until`` (a request thread is taken from a
+    pool that the requests whose keys are held need too; a task costs
+    nothing while it waits). ``parking`` bounds how many wait at once:
+    beyond it, the driver does not wait and the step answers 503 at once.
     """
 
     flight: Flight
@@ -228,14 +230,15 @@ class KeyWait:
     timer: Callable[[], float]
     lock: threading.Lock
     parking: Parking
+    thread_until: float = math.inf
 
     def remaining(self) -> float:
-        """Seconds this request may still wait."""
+        """Seconds this request may still wait (on an event loop)."""
         return max(self.until - self.timer(), 0.0)
 
     def block(self) -> str:
         """The sync driver: wait in this thread."""
-        left = self.remaining()
+        left = max(min(self.until, self.thread_until) - self.timer(), 0.0)
         if self.flight.done.is_set() or left <= 0:  # nothing to wait for, or no time to
             return WAITED
         if not self.parking.enter():

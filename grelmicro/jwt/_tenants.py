@@ -204,8 +204,10 @@ class Tenants:
     verified, and never in a request's own frame: a sync callable runs on a
     library thread, an async one as a task of its own on the caller's event
     loop (or, with no loop running, in a fresh loop on a library thread).
-    A request waits for the answer at most :data:`LOOKUP_WAIT` seconds
-    (then 503 ``tenant-unavailable`` while the lookup goes on); at most
+    A request waits for the answer at most :data:`LOOKUP_WAIT` seconds, and
+    never past that from the lookup's start (then 503
+    ``tenant-unavailable`` while the lookup goes on); while the last lookup
+    failed, only the request that starts one waits for it; at most
     :data:`MAX_LOOKUPS` lookups run at once (then 503 at once); a lookup
     that takes longer than :data:`LOOKUP_TIMEOUT` decides nothing. Answers
     are kept ``ttl`` seconds in two tables of :data:`TENANT_CACHE_SIZE`
@@ -354,7 +356,14 @@ class Tenants:
         assert flight is not None  # noqa: S101 - set above
         if start:
             self._launch(tenant, flight)
-        return KeyWait(flight, now + LOOKUP_WAIT, self.timer, self._lock, self.parking)
+        # As for keys: nobody waits on a lookup past LOOKUP_WAIT from its
+        # start, and while the last lookup failed only the request that
+        # starts one waits for it (a directory that hangs holds one request
+        # thread per lookup, not one per request).
+        until = min(now, flight.started) + LOOKUP_WAIT
+        if self._failing and not start:
+            until = now
+        return KeyWait(flight, until, self.timer, self._lock, self.parking)
 
     def _launch(self, tenant: str, flight: Flight) -> None:
         """Run the lookup on its owner: a task on this loop (async), else a library thread."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import datetime
 import ipaddress
 import json
@@ -164,6 +165,12 @@ class DocumentServer:
             self.answers[path] = answer = Answer(body, **options)
             if answer.gate is not None:
                 self.gates.append(answer.gate)
+
+    def hold(self, path: str, gate: threading.Event) -> None:
+        """Answer ``path`` as now, each answer held until ``gate`` opens."""
+        with self._lock:
+            self.answers[path] = dataclasses.replace(self.answers[path], gate=gate)
+            self.gates.append(gate)
 
     def count(self, path: str) -> int:
         with self._lock:

@@ -685,7 +685,9 @@ def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1:
 def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    server.set(JWKS, jwks_of(k1))
+    # A provider slow to answer (0.3 s), from the first fetch: a thread that
+    # joins one waits for it (KeyState.patience, from the fetches it saw).
+    server.set(JWKS, jwks_of(k1), delay=0.3)
     clock = FakeClock()
     verifier = network_verifier(server, clock, PATIENT, cache_size=0)
     verifier.verify(mint(k1))

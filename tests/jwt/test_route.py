@@ -90,17 +90,44 @@ def load(verifier: JWTVerifier) -> None:
     assert wait.flight.done.wait(30)
 
 
+def slow_load(
+    verifier: JWTVerifier, server: DocumentServer, mono: FakeClock, seconds: float
+) -> None:
+    """As :func:`load`, the fetch taking ``seconds`` on the fake clock (its answer held meanwhile).
+
+    The source's patience for later fetches is four times that, up to
+    ``key_wait`` (:meth:`KeyState.patience`).
+    """
+    gate = threading.Event()
+    server.hold(JWKS, gate)
+    asked = server.count(JWKS)
+    wait = only_source(verifier).need("keys")
+    eventually(lambda: server.count(JWKS) > asked, "the provider was asked")
+    mono.now += seconds
+    gate.set()
+    assert wait.flight.done.wait(30)
+
+
 def held_then_gated(
-    server: DocumentServer, k1: Signer, k2: Signer, options: FetchOptions
+    server: DocumentServer,
+    k1: Signer,
+    k2: Signer,
+    options: FetchOptions,
+    *,
+    fetch_seconds: float = 0.0,
 ) -> tuple[JWTVerifier, threading.Event, FakeClock]:
     """k1's keys loaded and serving; then k2 published behind a gate (the fetch hangs).
 
     The fake clock moves past the keys' fetch: a k2 token arrives after it.
+    ``fetch_seconds``: how long the load took (:func:`slow_load`).
     """
     server.set(JWKS, jwks_of(k1), headers=KEEP)
     mono = Mono()
     verifier = verifier_over(server, mono, options=options)
-    load(verifier)
+    if fetch_seconds:
+        slow_load(verifier, server, mono, fetch_seconds)
+    else:
+        load(verifier)
     assert verifier.verify(mint(k1))["sub"] == "user-1"
     gate = threading.Event()
     server.set(JWKS, jwks_of(k1, k2), headers=KEEP, gate=gate)
@@ -343,7 +370,8 @@ def test_the_requests_waiting_for_keys_are_bounded(
 ) -> None:
     """750 requests parked while the provider timed out (RSS 55 -> 95 MiB)."""
     options = dataclasses.replace(FAST, key_wait=30, max_waiters=2)
-    verifier, gate, _ = held_then_gated(server, k1, k2, options)
+    # A provider whose fetches take 10 s: a thread joining one waits for it.
+    verifier, gate, _ = held_then_gated(server, k1, k2, options, fetch_seconds=10)
     source = only_source(verifier)
     answers: list[Any] = []
 
@@ -436,7 +464,7 @@ def test_while_the_last_fetch_failed_only_the_request_that_starts_the_next_one_w
     mono = Mono()
     options = dataclasses.replace(FAST, read_timeout=10, total_timeout=10, key_wait=30)
     verifier = verifier_over(server, mono, options=options)
-    load(verifier)
+    slow_load(verifier, server, mono, 10)  # a provider slow to answer: joiners are patient
     source = only_source(verifier)
     server.set(JWKS, "down", status=503)
     mono.now += 2
@@ -475,6 +503,99 @@ def test_while_the_last_fetch_failed_only_the_request_that_starts_the_next_one_w
     for waiter in waiters:
         waiter.join(30)
     assert first == ["user-1"] * 3
+    verifier.close()
+
+
+def test_a_thread_joining_a_fetch_waits_only_the_sources_patience_into_it(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """A hung provider's first fetch held a thread for every new-kid token of its first second.
+
+    The provider had not failed yet, so each request that joined the fetch
+    waited up to ``key_wait`` from its start: under gthread workers the
+    held keys' requests queued behind them (``bench/gunicorn_hung.py``).
+    """
+    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
+    # Fetches take no time on the fake clock: the patience is its floor (0.5 s).
+    verifier, gate, mono = held_then_gated(server, k1, k2, options)
+    source = only_source(verifier)
+    first: list[Any] = []
+    starter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
+    starter.start()
+    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    joined: list[KeysUnavailableError] = []
+
+    def joiner() -> None:
+        try:
+            verifier.verify(mint(k2, jti="joined"))
+        except KeysUnavailableError as error:
+            joined.append(error)
+
+    late = threading.Thread(target=joiner)
+    late.start()  # it joins the fetch: it may wait half a second, the gate stays shut
+    late.join(30)
+    (error,) = joined
+    assert error.wait == "fetch-in-flight"
+    assert error.retry_after is not None
+    assert source.parking.count == 1  # the starter still waits
+
+    mono.now += 1  # past the patience: a newcomer thread does not even park
+    assert refused_without_waiting(verifier, mint(k2, jti="later")) == "fetch-in-flight"
+
+    gate.set()  # the fetch lands within key_wait: its starter is served
+    starter.join(30)
+    assert first == ["user-1"]
+    verifier.close()
+
+
+def test_a_task_joining_a_fetch_waits_past_the_patience_it_holds_no_thread(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """The patience is for threads: an event loop's waiting task costs nothing."""
+    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
+    verifier, gate, mono = held_then_gated(server, k1, k2, options)
+    source = only_source(verifier)
+    first: list[Any] = []
+    starter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
+    starter.start()
+    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    mono.now += 1  # past the patience, well within key_wait
+
+    async def joiner() -> str:
+        task = asyncio.ensure_future(verifier.verify_async(mint(k2, jti="task")))
+        while source.parking.count < 2 and not task.done():
+            await asyncio.sleep(0.01)
+        assert source.parking.count == 2  # the task waits beside the starter
+        gate.set()
+        return str((await task)["sub"])
+
+    assert asyncio.run(joiner()) == "user-1"
+    starter.join(30)
+    assert first == ["user-1"]
+    verifier.close()
+
+
+def test_a_thread_joining_a_slow_providers_fetch_waits_for_it(
+    server: DocumentServer, k1: Signer, k2: Signer
+) -> None:
+    """The patience follows the provider: four times its slowest recent good fetch."""
+    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
+    verifier, gate, mono = held_then_gated(server, k1, k2, options, fetch_seconds=2)
+    source = only_source(verifier)
+    served: list[Any] = []
+    starter = threading.Thread(target=lambda: served.append(verifier.verify(mint(k2))["sub"]))
+    starter.start()
+    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    mono.now += 5  # 5 s into the fetch: within the patience (8 s)
+    joiner = threading.Thread(
+        target=lambda: served.append(verifier.verify(mint(k2, jti="j"))["sub"])
+    )
+    joiner.start()
+    eventually(lambda: source.parking.count == 2, "the thread joining the fetch waits")
+    gate.set()
+    for thread in (starter, joiner):
+        thread.join(30)
+    assert served == ["user-1", "user-1"]
     verifier.close()
 
 

@@ -23,6 +23,7 @@ import pytest
 from fastapi import Depends, FastAPI
 from forge import NOW, Signer, private_key
 from servers import DocumentServer, serve
+from support import FakeClock, eventually
 from test_jwks_providers import entra_v2
 from test_tenants import AUD, COMMON, FAST, T1, T2, T3, token, v2
 from test_tenants import entra as entra  # noqa: PLC0414 - the fixture, shared
@@ -186,6 +187,87 @@ def test_n27_lookups_at_once_are_bounded_and_a_stuck_one_answers_503_in_time(
         assert len(running) == _tenants.MAX_LOOKUPS
     finally:
         release.set()
+    verifier.close()
+
+
+def test_n27_nobody_waits_on_a_lookup_past_its_wait_nor_beside_one_while_lookups_fail(
+    server: DocumentServer, entra: Signer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory that hangs held a request thread a lookup wait for every token of its tenant.
+
+    The key path's rule (``test_route.py``): nobody waits on a lookup past
+    ``LOOKUP_WAIT`` from its start, and while the last lookup failed only
+    the request that starts one waits for it; the others get their 503 at
+    once while the lookup goes on.
+    """
+    monkeypatch.setattr(_tenants, "LOOKUP_WAIT", 30.0)
+    monkeypatch.setattr(_tenants, "LOOKUP_TIMEOUT", 120.0)
+    gates = [threading.Event()]
+    down = [False]
+
+    def directory(tenant: str) -> bool:
+        if down[0]:
+            raise ConnectionError("directory down")
+        gates[-1].wait(30)
+        return True
+
+    issuer = Issuer(
+        V2, discover=server.url(COMMON), tenants=directory, allow_insecure_loopback=True
+    )
+    assert issuer.tenants is not None
+    mono = issuer.tenants.timer = FakeClock(1000.0)  # the lookups' monotonic clock
+    parking = issuer.tenants.parking
+    verifier = JWTVerifier(issuers=[issuer], audience=AUD, fetch=FAST, clock=lambda: float(NOW))
+    served: list[str | None] = []
+
+    def starter(tenant: str) -> threading.Thread:
+        thread = threading.Thread(
+            target=lambda: served.append(verifier.verify(token(entra, v2(tenant), tenant)).tenant)
+        )
+        thread.start()
+        eventually(lambda: parking.count == 1, "the request that started the lookup waits")
+        return thread
+
+    def newcomer(tenant: str) -> str | None:
+        """A request for ``tenant`` beside the waiting one: answered, never parked."""
+        answered: list[TenantUnavailableError] = []
+
+        def run() -> None:
+            try:
+                verifier.verify(token(entra, v2(tenant), tenant, jti="newcomer"))
+            except TenantUnavailableError as error:
+                answered.append(error)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        eventually(lambda: not thread.is_alive() or parking.count > 1, "answered or parked")
+        assert parking.count == 1  # it did not wait
+        thread.join(30)
+        (error,) = answered
+        return error.wait
+
+    try:
+        first = starter(T1)
+        mono.now += 31  # the lookup has run past LOOKUP_WAIT, short of its timeout
+        assert newcomer(T1) == "tenant-lookup"
+        gates[-1].set()  # the lookup answers: the request that waited is served
+        first.join(30)
+        assert served == [T1]
+
+        down[0] = True  # the directory fails: the lookup's starter gets its 503
+        with pytest.raises(TenantUnavailableError) as caught:
+            verifier.verify(token(entra, v2(T2), T2))
+        assert caught.value.wait == "tenant-lookup-failed"
+        down[0] = False
+        gates.append(threading.Event())  # back, but slow to answer
+        second = starter(T3)
+        assert newcomer(T3) == "tenant-lookup"  # while lookups fail: no wait beside it
+        gates[-1].set()
+        second.join(30)
+        assert served == [T1, T3]
+    finally:
+        for gate in gates:
+            gate.set()
     verifier.close()
 
 
