@@ -422,6 +422,42 @@ def refused_without_waiting(verifier: JWTVerifier, token: str) -> str:
     return str(error.wait)
 
 
+#: A key_wait long enough to see who stops waiting before it; fetches that never time out.
+LONG_WAIT = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
+
+
+@dataclasses.dataclass
+class Waiting:
+    """A k2 fetch held by its gate and the request (a thread) that started it, waiting."""
+
+    verifier: JWTVerifier
+    gate: threading.Event
+    mono: FakeClock
+    source: Any
+    starter: threading.Thread
+    served: list[Any]
+
+    def join(self, *others: threading.Thread) -> list[Any]:
+        """Open the gate; the subjects served once the starter and ``others`` are done."""
+        self.gate.set()
+        for thread in (self.starter, *others):
+            thread.join(30)
+        return self.served
+
+
+def a_request_waiting_on_k2(
+    server: DocumentServer, k1: Signer, k2: Signer, *, fetch_seconds: float = 0.0
+) -> Waiting:
+    """:func:`held_then_gated` with :data:`LONG_WAIT`, and a k2 request that started the fetch."""
+    verifier, gate, mono = held_then_gated(server, k1, k2, LONG_WAIT, fetch_seconds=fetch_seconds)
+    source = only_source(verifier)
+    served: list[Any] = []
+    starter = threading.Thread(target=lambda: served.append(verifier.verify(mint(k2))["sub"]))
+    starter.start()
+    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    return Waiting(verifier, gate, mono, source, starter, served)
+
+
 def test_nobody_waits_on_a_fetch_past_key_wait_from_its_start(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
@@ -431,25 +467,18 @@ def test_nobody_waits_on_a_fetch_past_key_wait_from_its_start(
     tokens naming a new kid held request threads a second each, and tokens of
     held keys queued behind them (held-key p99 3 to 5x the healthy run's).
     """
-    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
-    verifier, gate, mono = held_then_gated(server, k1, k2, options)
-    source = only_source(verifier)
-    first: list[Any] = []
-    waiter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
-    waiter.start()
-    eventually(lambda: source.parking.count == 1, "the first request waits for the fetch")
-    flight = source.in_flight()
+    waiting = a_request_waiting_on_k2(server, k1, k2)
+    flight = waiting.source.in_flight()
     assert flight is not None
 
-    mono.now += 31  # the fetch has run past key_wait (30 s), short of its deadline
+    waiting.mono.now += 31  # the fetch has run past key_wait (30 s), short of its deadline
     # It never waited behind the slow fetch: its 503 came at once.
-    assert refused_without_waiting(verifier, mint(k2, jti="late")) == "fetch-in-flight"
-    assert source.in_flight() is flight  # the fetch goes on
+    assert refused_without_waiting(waiting.verifier, mint(k2, jti="late")) == "fetch-in-flight"
+    assert waiting.source.in_flight() is flight  # the fetch goes on
 
-    gate.set()  # the fetch lands: the request that arrived inside the window is served
-    waiter.join(30)
-    assert first == ["user-1"]
-    verifier.close()
+    # The fetch lands: the request that arrived inside the window is served.
+    assert waiting.join() == ["user-1"]
+    waiting.verifier.close()
 
 
 def test_while_the_last_fetch_failed_only_the_request_that_starts_the_next_one_waits(
@@ -515,14 +544,9 @@ def test_a_thread_joining_a_fetch_waits_only_the_sources_patience_into_it(
     waited up to ``key_wait`` from its start: under gthread workers the
     held keys' requests queued behind them (``bench/gunicorn_hung.py``).
     """
-    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
     # Fetches take no time on the fake clock: the patience is its floor (0.5 s).
-    verifier, gate, mono = held_then_gated(server, k1, k2, options)
-    source = only_source(verifier)
-    first: list[Any] = []
-    starter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
-    starter.start()
-    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
+    waiting = a_request_waiting_on_k2(server, k1, k2)
+    verifier = waiting.verifier
     joined: list[KeysUnavailableError] = []
 
     def joiner() -> None:
@@ -537,14 +561,11 @@ def test_a_thread_joining_a_fetch_waits_only_the_sources_patience_into_it(
     (error,) = joined
     assert error.wait == "fetch-in-flight"
     assert error.retry_after is not None
-    assert source.parking.count == 1  # the starter still waits
+    assert waiting.source.parking.count == 1  # the starter still waits
 
-    mono.now += 1  # past the patience: a newcomer thread does not even park
+    waiting.mono.now += 1  # past the patience: a newcomer thread does not even park
     assert refused_without_waiting(verifier, mint(k2, jti="later")) == "fetch-in-flight"
-
-    gate.set()  # the fetch lands within key_wait: its starter is served
-    starter.join(30)
-    assert first == ["user-1"]
+    assert waiting.join() == ["user-1"]  # the fetch lands within key_wait: its starter is served
     verifier.close()
 
 
@@ -552,50 +573,36 @@ def test_a_task_joining_a_fetch_waits_past_the_patience_it_holds_no_thread(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """The patience is for threads: an event loop's waiting task costs nothing."""
-    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
-    verifier, gate, mono = held_then_gated(server, k1, k2, options)
-    source = only_source(verifier)
-    first: list[Any] = []
-    starter = threading.Thread(target=lambda: first.append(verifier.verify(mint(k2))["sub"]))
-    starter.start()
-    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
-    mono.now += 1  # past the patience, well within key_wait
+    waiting = a_request_waiting_on_k2(server, k1, k2)
+    parking = waiting.source.parking
+    waiting.mono.now += 1  # past the patience, well within key_wait
 
     async def joiner() -> str:
-        task = asyncio.ensure_future(verifier.verify_async(mint(k2, jti="task")))
-        while source.parking.count < 2 and not task.done():
+        task = asyncio.ensure_future(waiting.verifier.verify_async(mint(k2, jti="task")))
+        while parking.count < 2 and not task.done():
             await asyncio.sleep(0.01)
-        assert source.parking.count == 2  # the task waits beside the starter
-        gate.set()
+        assert parking.count == 2  # the task waits beside the starter
+        waiting.gate.set()
         return str((await task)["sub"])
 
     assert asyncio.run(joiner()) == "user-1"
-    starter.join(30)
-    assert first == ["user-1"]
-    verifier.close()
+    assert waiting.join() == ["user-1"]
+    waiting.verifier.close()
 
 
 def test_a_thread_joining_a_slow_providers_fetch_waits_for_it(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """The patience follows the provider: four times its slowest recent good fetch."""
-    options = dataclasses.replace(FAST, read_timeout=60, total_timeout=60, key_wait=30)
-    verifier, gate, mono = held_then_gated(server, k1, k2, options, fetch_seconds=2)
-    source = only_source(verifier)
-    served: list[Any] = []
-    starter = threading.Thread(target=lambda: served.append(verifier.verify(mint(k2))["sub"]))
-    starter.start()
-    eventually(lambda: source.parking.count == 1, "the request that started the fetch waits")
-    mono.now += 5  # 5 s into the fetch: within the patience (8 s)
+    waiting = a_request_waiting_on_k2(server, k1, k2, fetch_seconds=2)
+    waiting.mono.now += 5  # 5 s into the fetch: within the patience (8 s)
+    verifier = waiting.verifier
     joiner = threading.Thread(
-        target=lambda: served.append(verifier.verify(mint(k2, jti="j"))["sub"])
+        target=lambda: waiting.served.append(verifier.verify(mint(k2, jti="j"))["sub"])
     )
     joiner.start()
-    eventually(lambda: source.parking.count == 2, "the thread joining the fetch waits")
-    gate.set()
-    for thread in (starter, joiner):
-        thread.join(30)
-    assert served == ["user-1", "user-1"]
+    eventually(lambda: waiting.source.parking.count == 2, "the thread joining the fetch waits")
+    assert waiting.join(joiner) == ["user-1", "user-1"]
     verifier.close()
 
 
