@@ -21,7 +21,7 @@ fetch: the requests that joined it waited for it) and after them, and
 whether every ``k2`` answer of the hung run came within ``key_wait`` plus
 a margin.
 
-``--compare TREE`` adds a third kind of run, alternating with the two
+``--compare TREE`` (repeatable) adds a kind of run, alternating with the
 others: hung, the workers importing ``grelmicro`` from another checkout
 (``git worktree add /tmp/before HEAD~1``), so a change's effect is
 measured side by side with it in one run.
@@ -191,9 +191,12 @@ def ratios(run: Run, healthy: Run) -> str:
             healthy.times("k1", after, before), 99
         )
 
+    early = run.times("k1", before=SETTLED)
     return (
         f"{run.name:8} held-key p99 / healthy: whole run {ratio():.2f}x (bar: <= 2x); "
-        f"sent in the first {SETTLED:g} s {ratio(before=SETTLED):.2f}x; "
+        f"sent in the first {SETTLED:g} s {ratio(before=SETTLED):.2f}x "
+        f"(slowest {max(early, default=0.0) * 1e3:.0f} ms, "
+        f"healthy {max(healthy.times('k1', before=SETTLED), default=0.0) * 1e3:.0f} ms); "
         f"after them {ratio(after=SETTLED):.2f}x"
     )
 
@@ -206,20 +209,22 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--clients", type=int, default=32, help="client threads sending")
     parser.add_argument("--rounds", type=int, default=2, help="healthy/hung pairs, alternating")
-    parser.add_argument("--compare", metavar="TREE", help="another checkout's grelmicro, hung")
+    parser.add_argument(
+        "--compare", metavar="TREE", action="append", default=[], help="another checkout, hung"
+    )
     args = parser.parse_args()
 
     server = DocumentServer().start()
     healthy, hung = Run("healthy"), Run("hung")
-    other = Run(f"hung@{Path(args.compare).name}") if args.compare else None
+    others = [(Run(f"hung@{Path(tree).name}"), tree) for tree in args.compare]
     try:
         for _ in range(args.rounds):
             # healthy: both keys served; a worker fetches k2 on its first k2 token.
             one_run(server, healthy, args, keys=jwks_of(K1, K2), hang=False)
             # hung: the workers load k1 only, then the provider stops answering.
             one_run(server, hung, args, keys=jwks_of(K1), hang=True)
-            if other is not None:
-                one_run(server, other, args, keys=jwks_of(K1), hang=True, tree=args.compare)
+            for other, tree in others:
+                one_run(server, other, args, keys=jwks_of(K1), hang=True, tree=tree)
     finally:
         server.stop()
 
@@ -228,7 +233,7 @@ def main() -> None:
         f"{args.rate:g} req/s for {args.seconds:g} s x {args.rounds} rounds each, 10 % k2 tokens, "
         f"python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}"
     )
-    runs = [healthy, hung] if other is None else [healthy, hung, other]
+    runs = [healthy, hung, *(other for other, _ in others)]
     for run in runs:
         report(run)
     for run in runs[1:]:

@@ -183,8 +183,8 @@ class KeySource:
         caller stops waiting (its arrival plus ``key_wait``), and no later
         than ``key_wait`` after the flight began. A caller that joins a
         flight another started does not wait while the last fetch failed,
-        and a thread waits no later than the source's patience into it
-        (:meth:`KeyState.patience`). The fetch runs
+        and a thread waits no later than the source's patience into the
+        flight (:meth:`KeyState.patience`). The fetch runs
         on this source's runner (:meth:`_launch`), never in the caller:
         the :class:`KeyWait` returned only waits. A flight past its deadline
         (its runner never ran it, or it hangs) is abandoned and replaced.
@@ -201,20 +201,17 @@ class KeySource:
         key_wait = self.options.key_wait
         limit = now + key_wait if until is None else until
         # Nobody waits on a fetch past key_wait from its start; while the
-        # last fetch failed, only its starter waits; and a thread that joins
-        # a fetch someone else started waits no longer than the source's
-        # patience into it (a few times its slowest recent good fetch). A
-        # provider that hangs would otherwise hold a pool's request threads
-        # a key_wait each, and the requests whose keys are held would queue
-        # behind them (gthread workers). The others get their 503 with
-        # Retry-After; the fetch goes on.
+        # last fetch failed, only the request that started this one waits;
+        # and a thread waits no longer than the source's patience into it
+        # (a few times its slowest recent good fetch). A provider that hangs
+        # would otherwise hold a pool's request threads a key_wait each, and
+        # the requests whose keys are held would queue behind them (gthread
+        # workers). The others get their 503 with Retry-After; the fetch
+        # goes on.
         limit = min(limit, flight.started + key_wait)
-        thread_limit = math.inf
-        if not started:
-            if self.state.failing:
-                limit = now
-            else:
-                thread_limit = flight.started + self.state.patience(key_wait)
+        if self.state.failing and not started:
+            limit = now
+        thread_limit = flight.started + self.state.patience(key_wait)
         return KeyWait(flight, limit, self.timer, self._lock, self.parking, thread_limit)
 
     def kick(self, why: str) -> Decision | None:

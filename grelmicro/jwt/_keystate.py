@@ -35,11 +35,11 @@ __all__ = ["PATIENCE_FACTOR", "PATIENCE_FLOOR", "KeyState", "Named"]
 Timer = Callable[[], float]
 
 #: A fetch running this many times longer than the slowest recent good one is
-#: presumed hung: request threads that did not start it stop waiting for it.
+#: presumed hung: request threads stop waiting for it (tasks wait on).
 PATIENCE_FACTOR = 4.0
-#: ... but never sooner than this many seconds into it (a fast provider's
-#: fetch may take a few round trips more than usual, a new connection too).
-PATIENCE_FLOOR = 0.5
+#: ... but never sooner than this many seconds into it (a new connection, a
+#: thread switch or two: a fast provider's fetch may take that much more).
+PATIENCE_FLOOR = 0.1
 #: How many recent good fetches the patience is taken from.
 PATIENCE_MEMORY = 8
 
@@ -126,7 +126,7 @@ class KeyState:
         return self._failing
 
     def patience(self, key_wait: float) -> float:
-        """Seconds into a fetch after which only the request thread that started it waits.
+        """Seconds into a fetch after which request threads stop waiting for it.
 
         :data:`PATIENCE_FACTOR` times the slowest of the last good fetches, at
         least :data:`PATIENCE_FLOOR`, at most ``key_wait`` (``key_wait``

@@ -685,14 +685,21 @@ def test_fifty_threads_during_a_load_share_one_fetch(server: DocumentServer, k1:
 def test_fifty_threads_with_a_new_kid_during_a_refresh_share_one_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
-    # A provider slow to answer (0.3 s), from the first fetch: a thread that
-    # joins one waits for it (KeyState.patience, from the fetches it saw).
+    # A provider slow to answer (0.3 s), from the first fetch: a thread waits
+    # for its fetches (KeyState.patience: from the fetches it saw, timed on
+    # the real monotonic clock here).
     server.set(JWKS, jwks_of(k1), delay=0.3)
-    clock = FakeClock()
-    verifier = network_verifier(server, clock, PATIENT, cache_size=0)
+    verifier = JWTVerifier(
+        jwks_url=server.url(JWKS),
+        allow_insecure_loopback=True,
+        fetch=PATIENT,
+        clock=FakeClock(),
+        audience=AUD,
+        issuer="https://idp.example.com/",
+        cache_size=0,
+    )
     verifier.verify(mint(k1))
     server.set(JWKS, jwks_of(k1, k2), delay=0.3)
-    clock.now += 3  # the keys held predate the tokens
     results: list[object] = []
 
     assert (

@@ -446,9 +446,13 @@ class Waiting:
 
 
 def a_request_waiting_on_k2(
-    server: DocumentServer, k1: Signer, k2: Signer, *, fetch_seconds: float = 0.0
+    server: DocumentServer, k1: Signer, k2: Signer, *, fetch_seconds: float = 10.0
 ) -> Waiting:
-    """:func:`held_then_gated` with :data:`LONG_WAIT`, and a k2 request that started the fetch."""
+    """:func:`held_then_gated` with :data:`LONG_WAIT`, and a k2 request that started the fetch.
+
+    The provider's fetches take ``fetch_seconds`` (10 s: the source's
+    patience is the whole ``key_wait``, 30 s).
+    """
     verifier, gate, mono = held_then_gated(server, k1, k2, LONG_WAIT, fetch_seconds=fetch_seconds)
     source = only_source(verifier)
     served: list[Any] = []
@@ -535,59 +539,67 @@ def test_while_the_last_fetch_failed_only_the_request_that_starts_the_next_one_w
     verifier.close()
 
 
-def test_a_thread_joining_a_fetch_waits_only_the_sources_patience_into_it(
+def test_a_thread_waits_only_the_sources_patience_into_a_fetch(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """A hung provider's first fetch held a thread for every new-kid token of its first second.
 
-    The provider had not failed yet, so each request that joined the fetch
-    waited up to ``key_wait`` from its start: under gthread workers the
-    held keys' requests queued behind them (``bench/gunicorn_hung.py``).
+    The provider had not failed yet, so each request waited up to
+    ``key_wait`` for the fetch: under gthread workers the held keys'
+    requests queued behind them (``bench/gunicorn_hung.py``, 200 req/s).
     """
-    # Fetches take no time on the fake clock: the patience is its floor (0.5 s).
-    waiting = a_request_waiting_on_k2(server, k1, k2)
-    verifier = waiting.verifier
-    joined: list[KeysUnavailableError] = []
+    # Fetches take no time on the fake clock: the patience is its floor.
+    verifier, gate, mono = held_then_gated(server, k1, k2, LONG_WAIT)
+    source = only_source(verifier)
+    answers: list[KeysUnavailableError] = []
 
-    def joiner() -> None:
+    def request(jti: str) -> None:
         try:
-            verifier.verify(mint(k2, jti="joined"))
+            verifier.verify(mint(k2, jti=jti))
         except KeysUnavailableError as error:
-            joined.append(error)
+            answers.append(error)
 
-    late = threading.Thread(target=joiner)
-    late.start()  # it joins the fetch: it may wait half a second, the gate stays shut
-    late.join(30)
-    (error,) = joined
-    assert error.wait == "fetch-in-flight"
-    assert error.retry_after is not None
-    assert waiting.source.parking.count == 1  # the starter still waits
+    for jti in ("starts-the-fetch", "joins-it"):
+        thread = threading.Thread(target=request, args=(jti,))
+        thread.start()
+        thread.join(10)  # a tenth of a second each, the gate shut (before: key_wait, 30 s)
+        assert not thread.is_alive()
+    assert [error.wait for error in answers] == ["fetch-in-flight"] * 2
+    assert all(error.retry_after is not None for error in answers)
+    flight = source.in_flight()
+    assert flight is not None  # the fetch goes on
 
-    waiting.mono.now += 1  # past the patience: a newcomer thread does not even park
+    mono.now += 1  # past the patience: a newcomer thread does not even park
     assert refused_without_waiting(verifier, mint(k2, jti="later")) == "fetch-in-flight"
-    assert waiting.join() == ["user-1"]  # the fetch lands within key_wait: its starter is served
+    gate.set()
+    assert flight.done.wait(30)
+    assert verifier.verify(mint(k2, jti="after"))["sub"] == "user-1"  # the fetch landed
     verifier.close()
 
 
-def test_a_task_joining_a_fetch_waits_past_the_patience_it_holds_no_thread(
+def test_a_task_waits_past_the_patience_it_holds_no_thread(
     server: DocumentServer, k1: Signer, k2: Signer
 ) -> None:
     """The patience is for threads: an event loop's waiting task costs nothing."""
-    waiting = a_request_waiting_on_k2(server, k1, k2)
-    parking = waiting.source.parking
-    waiting.mono.now += 1  # past the patience, well within key_wait
+    verifier, gate, mono = held_then_gated(server, k1, k2, LONG_WAIT)
+    parking = only_source(verifier).parking
 
-    async def joiner() -> str:
-        task = asyncio.ensure_future(waiting.verifier.verify_async(mint(k2, jti="task")))
-        while parking.count < 2 and not task.done():
+    async def parked(jti: str, count: int) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(verifier.verify_async(mint(k2, jti=jti)))
+        while parking.count < count and not task.done():
             await asyncio.sleep(0.01)
-        assert parking.count == 2  # the task waits beside the starter
-        waiting.gate.set()
-        return str((await task)["sub"])
+        assert parking.count == count  # it waits for the fetch
+        return task
 
-    assert asyncio.run(joiner()) == "user-1"
-    assert waiting.join() == ["user-1"]
-    waiting.verifier.close()
+    async def requests() -> list[str]:
+        first = await parked("first", 1)
+        mono.now += 1  # past the patience (a thread would be refused now), within key_wait
+        second = await parked("second", 2)
+        gate.set()
+        return [(await task)["sub"] for task in (first, second)]
+
+    assert asyncio.run(requests()) == ["user-1", "user-1"]
+    verifier.close()
 
 
 def test_a_thread_joining_a_slow_providers_fetch_waits_for_it(
