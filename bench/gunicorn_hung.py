@@ -38,6 +38,7 @@ import argparse
 import math
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -152,18 +153,31 @@ def one_run(
 ) -> None:
     """Fresh workers over ``keys``, warmed; the provider hung if ``hang``; then the traffic.
 
-    ``tree``: the workers import ``grelmicro`` from that checkout instead.
+    ``tree``: the workers import ``grelmicro`` from that checkout instead
+    (run there: ``python -m`` puts the working folder first on the path).
     """
     server.set("/jwks", keys)
     env = {}
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([tree, str(TESTS / "jwt"), str(TESTS)])
+        # What gunicorn's workers will import, asked of the same interpreter there.
+        found = subprocess.run(
+            [sys.executable, "-c", "import grelmicro.jwt; print(grelmicro.jwt.__file__)"],
+            cwd=tree,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        if not Path(found).resolve().is_relative_to(Path(tree).resolve()):
+            raise SystemExit(f"--compare {tree}: the workers would import {found}")
     with gunicorn_preload(
         "flask_app",
         server.url("/jwks"),
         worker="gthread",
         workers=args.workers,
         threads=args.threads,
+        cwd=tree,
         **env,
     ) as url:
         warm(url)

@@ -395,11 +395,19 @@ _TESTS = Path(__file__).resolve().parent
 
 @contextlib.contextmanager
 def gunicorn_preload(
-    module: str, jwks_url: str, *, worker: str, workers: int, threads: int = 4, **env: str
+    module: str,
+    jwks_url: str,
+    *,
+    worker: str,
+    workers: int,
+    threads: int = 4,
+    cwd: str | None = None,
+    **env: str,
 ) -> Iterator[str]:
     """``gunicorn --preload`` serving ``apps.<module>:app`` with the guide's ``post_fork`` hook.
 
-    ``TEST_JWKS_URL`` names the provider to the app; ``env`` adds variables.
+    ``TEST_JWKS_URL`` names the provider to the app; ``env`` adds variables;
+    ``cwd`` is where it runs (``python -m`` puts it first on the path).
     Yields the base URL; stops gunicorn (and waits for it) on leaving.
     """
     port = free_port()
@@ -416,12 +424,14 @@ def gunicorn_preload(
         "-c", str(_TESTS / "jwt" / "apps" / "gunicorn_conf.py"),
         "-b", f"127.0.0.1:{port}", "--log-level", "warning", "--graceful-timeout", "5",
     ]  # fmt: skip
-    with serving(command, environ, port, "gunicorn") as url:
+    with serving(command, environ, port, "gunicorn", cwd=cwd) as url:
         yield url
 
 
 @contextlib.contextmanager
-def serving(command: list[str], env: dict[str, str], port: int, what: str) -> Iterator[str]:
+def serving(
+    command: list[str], env: dict[str, str], port: int, what: str, *, cwd: str | None = None
+) -> Iterator[str]:
     """Run ``command`` (an HTTP server on 127.0.0.1:``port``) until the block ends; its URL.
 
     Its output goes to a temporary file (a pipe nobody reads would block a
@@ -429,7 +439,7 @@ def serving(command: list[str], env: dict[str, str], port: int, what: str) -> It
     """
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(  # a fixed command line, from the tests
-            command, env=env, stdout=log, stderr=subprocess.STDOUT
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
         )
         try:
             try:

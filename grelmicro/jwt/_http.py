@@ -88,11 +88,11 @@ class FetchOptions:
             failed (until one succeeds) only the request that starts the
             next fetch waits for it: the others get their 503 at once, so
             a provider that hangs holds one request thread per fetch
-            attempt, not one per request. A request thread that joins a
-            fetch another request started waits at most the source's
-            patience into it: four times the slowest of its last eight
-            good fetches, at least 0.5 s (a task on an event loop holds no
-            thread: it waits the whole ``key_wait``). ``0`` never waits.
+            attempt, not one per request. And a request thread waits at
+            most the source's patience into a fetch: four times the
+            slowest of its last eight good fetches, at least 0.25 s (a
+            task on an event loop holds no thread: it waits the whole
+            ``key_wait``). ``0`` never waits.
         max_waiters: how many requests may wait for one source's fetch at
             once; beyond it a request is answered 503 at once (a slow
             provider and a flood of invented kids hold no more than this).

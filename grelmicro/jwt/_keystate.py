@@ -39,7 +39,7 @@ Timer = Callable[[], float]
 PATIENCE_FACTOR = 4.0
 #: ... but never sooner than this many seconds into it (a new connection, a
 #: thread switch or two: a fast provider's fetch may take that much more).
-PATIENCE_FLOOR = 0.1
+PATIENCE_FLOOR = 0.25
 #: How many recent good fetches the patience is taken from.
 PATIENCE_MEMORY = 8
 

@@ -562,7 +562,7 @@ def test_a_thread_waits_only_the_sources_patience_into_a_fetch(
     for jti in ("starts-the-fetch", "joins-it"):
         thread = threading.Thread(target=request, args=(jti,))
         thread.start()
-        thread.join(10)  # a tenth of a second each, the gate shut (before: key_wait, 30 s)
+        thread.join(10)  # a quarter of a second each, the gate shut (before: key_wait, 30 s)
         assert not thread.is_alive()
     assert [error.wait for error in answers] == ["fetch-in-flight"] * 2
     assert all(error.retry_after is not None for error in answers)
