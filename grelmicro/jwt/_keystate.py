@@ -94,6 +94,7 @@ class KeyState:
         self.waiting = Waiting(self.observers.emit, options.log_interval)
         self._failing = False
         self._good_durations: deque[float] = deque(maxlen=PATIENCE_MEMORY)
+        self._slowest_good: float | None = None  # of those: read without the lock
         self._fail_logged_at = -math.inf
         self._fail_unlogged = 0
         self._stale_logged_at = -math.inf
@@ -132,10 +133,17 @@ class KeyState:
         least :data:`PATIENCE_FLOOR`, at most ``key_wait`` (``key_wait``
         until a fetch has succeeded: there is nothing to compare with).
         """
-        durations = self._good_durations
-        if not durations:
+        slowest = self._slowest_good
+        if slowest is None:
             return key_wait
-        return min(key_wait, max(PATIENCE_FLOOR, PATIENCE_FACTOR * max(durations)))
+        return min(key_wait, max(PATIENCE_FLOOR, PATIENCE_FACTOR * slowest))
+
+    def _good_fetch(self, flight: Flight, now: float) -> None:
+        """Remember how long a good fetch took (call holding the lock)."""
+        self._good_durations.append(max(now - flight.started, 0.0))
+        # One float for readers: iterating the deque while another thread
+        # appends would raise on a free-threaded build.
+        self._slowest_good = max(self._good_durations)
 
     def after_fork(self) -> None:
         """In a forked child: a fresh lock and rate limits (a parent's thread may have held it)."""
@@ -195,7 +203,7 @@ class KeyState:
                 why=flight.why,  # type: ignore[arg-type]
             )
             snapshot = self._publish(key_set, None)
-            self._good_durations.append(max(now - flight.started, 0.0))
+            self._good_fetch(flight, now)
             recovered, self._failing = self._failing, False
             self._fail_unlogged = 0
             self._stale_logged_at, self._stale_unlogged = -math.inf, 0
@@ -277,7 +285,7 @@ class KeyState:
                 started=flight.started, now=now, ttl=ttl, spread=spread, empty=True
             )
             self._failing = False
-            self._good_durations.append(max(now - flight.started, 0.0))
+            self._good_fetch(flight, now)
             held = self.snapshot.key_set
             # Withdrawn: a snapshot without keys, unless it says so already.
             publish = outcome == "withdrawn" and (
