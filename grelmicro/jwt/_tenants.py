@@ -360,7 +360,7 @@ class Tenants:
         # start, and while the last lookup failed only the request that
         # starts one waits for it (a directory that hangs holds one request
         # thread per lookup, not one per request).
-        until = min(now, flight.started) + LOOKUP_WAIT
+        until = flight.started + LOOKUP_WAIT  # it started at or before now
         if self._failing and not start:
             until = now
         return KeyWait(flight, until, self.timer, self._lock, self.parking)
